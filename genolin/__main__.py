@@ -1,0 +1,3 @@
+from genolin.cli import main
+
+main()

@@ -1,0 +1,95 @@
+"""The ``genolin`` command: a Click group whose subcommands live one per module and are imported lazily.
+
+Each subcommand module imports only click at the top (its work is imported inside the command), so
+``genolin --help`` stays fast and imports neither torch nor triton. Errors are reported here, once:
+``genolin: error: <file>[:<line or record>]: <what is wrong>`` on stderr, exit status 1, and the traceback
+only with ``-v``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import traceback
+
+import click
+
+from genolin import __version__
+
+# subcommand name -> "module:attribute", in the order a user meets them
+COMMANDS = {
+    "tokenize": "genolin.cli.tokenize:tokenize",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS) + [c for c in super().list_commands(ctx) if c not in COMMANDS]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return super().get_command(ctx, name)
+        module, attr = COMMANDS[name].split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one place errors become a message and an exit status
+            _report(exc, verbose=ctx.params.get("verbose", 0) > 0)
+            ctx.exit(1)
+
+
+def _report(exc: Exception, *, verbose: bool) -> None:
+    from genolin.errors import InputError
+
+    if verbose:
+        traceback.print_exception(exc, file=sys.stderr)
+    if isinstance(exc, InputError):
+        message = str(exc)
+    elif isinstance(exc, OSError) and exc.filename:
+        message = f"{exc.filename}: {exc.strerror or exc}"
+    elif isinstance(exc, OSError | MemoryError):
+        message = f"{type(exc).__name__}: {exc}"
+    else:
+        message = f"internal error ({type(exc).__name__}: {exc})" + ("" if verbose else "; -v shows the traceback")
+    click.echo(f"genolin: error: {message}", err=True)
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    logger = logging.getLogger("genolin")
+    logger.handlers.clear()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        prefix = "genolin: " if record.levelno < logging.WARNING else f"genolin: {record.levelname.lower()}: "
+        return prefix + record.getMessage()
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.version_option(__version__, "--version", prog_name="genolin")
+@click.option("-v", "--verbose", count=True, show_default=False,
+              help="More messages (debug level); tracebacks on errors.")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors; no progress bars.")
+def cli(verbose: int, quiet: bool) -> None:
+    """genolin: k-mer tokenization and linear-attention promoter models for long DNA sequences.
+
+    Reads FASTA (plain, gzip, bgzip), labelled sequence sets (CSV/TSV, FASTA with label= headers, FASTA +
+    labels TSV) and BED intervals. Run 'genolin COMMAND --help' for each command.
+    """
+    _setup_logging(verbose, quiet)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="genolin")

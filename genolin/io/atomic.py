@@ -1,0 +1,45 @@
+"""Atomic output files: write to a temporary name in the destination folder, rename on success.
+
+A failed or interrupted run leaves no partial output behind (the temporary file is removed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on a clean exit it is renamed to ``path``.
+
+    The caller writes the temporary path however it likes (a writer that wants to open it itself, e.g.
+    ``zipfile``). Parent folders are created. On any exception the temporary file is deleted.
+    """
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        # mkstemp creates the file 0600; give the result the usual permissions of a new file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_path, 0o666 & ~umask)
+        os.replace(tmp_path, final)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
+    """``open()`` for writing through :func:`atomic_path`: the file appears only when the block succeeds."""
+    if not any(c in mode for c in "wx"):
+        raise ValueError("atomic_open is for writing ('w' modes)")
+    with atomic_path(path) as tmp, open(tmp, mode.replace("x", "w"), **kwargs) as fh:
+        yield fh

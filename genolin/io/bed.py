@@ -1,0 +1,72 @@
+"""BED intervals (BED3 or BED6; strand in column 6), e.g. transcription start sites.
+
+``read_bed(path, contigs)`` -> list of :class:`Interval` (0-based, half-open), checked against the genome's
+contig lengths when given. ``track``, ``browser``, ``#`` and blank lines are skipped, and so is a column-header
+line before the first interval (one whose start/end columns are not numbers).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from genolin.errors import InputError
+from genolin.io.files import read_text
+
+STRANDS = ("+", "-", ".")
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    chrom: str
+    start: int
+    end: int
+    name: str = "."
+    score: float | None = None
+    strand: str = "."
+
+
+def read_bed(path: str | os.PathLike, contigs: Mapping[str, int] | None = None) -> list[Interval]:
+    """Parse a BED3/BED6 file; ``contigs`` (name -> length, e.g. ``Genome.lengths``) enables range checks."""
+    out: list[Interval] = []
+    seen_data = False
+    for n, line in enumerate(read_text(path).splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "track", "browser")):
+            continue
+        fields = line.rstrip("\r\n").split("\t") if "\t" in line else stripped.split()
+        if len(fields) < 3:
+            raise InputError(path, f"BED needs at least 3 columns (chrom, start, end), found {len(fields)}", n)
+        chrom, start_s, end_s = (f.strip() for f in fields[:3])
+        try:
+            start, end = int(start_s), int(end_s)
+        except ValueError:
+            if not seen_data:  # a column-header line such as "chrom start end"
+                seen_data = True
+                continue
+            raise InputError(path, f"start and end must be integers, found {start_s!r} and {end_s!r}", n) from None
+        seen_data = True
+        if start < 0:
+            raise InputError(path, f"start {start} is negative", n)
+        if start >= end:
+            raise InputError(path, f"start {start} is not before end {end}", n)
+        if contigs is not None:
+            if chrom not in contigs:
+                raise InputError(path, f"contig {chrom!r} is not in the FASTA", n)
+            if end > contigs[chrom]:
+                raise InputError(path, f"end {end} is beyond the length {contigs[chrom]} of contig {chrom!r}", n)
+        name = fields[3].strip() if len(fields) > 3 and fields[3].strip() else "."
+        score = None
+        if len(fields) > 4 and fields[4].strip() not in ("", "."):
+            try:
+                score = float(fields[4])
+            except ValueError:
+                raise InputError(path, f"score {fields[4].strip()!r} is not a number", n) from None
+        strand = fields[5].strip() if len(fields) > 5 else "."
+        if strand not in STRANDS:
+            raise InputError(path, f"strand must be '+', '-' or '.', found {strand!r}", n)
+        out.append(Interval(chrom, start, end, name, score, strand))
+    if not out:
+        raise InputError(path, "no intervals in BED file")
+    return out

@@ -1,0 +1,342 @@
+"""FASTA input: a validating streaming reader and random access by region.
+
+Files may be plain, gzip or bgzip (BGZF), hold any number of records, use LF or CRLF line endings, blank
+lines and wrapped or unwrapped sequence lines. A record's name is the first word of its header line.
+
+Sequences come out *normalised* as ``bytes`` over the alphabet ``ACGTN``: lower-case (soft-masked) bases are
+upper-cased, ``U`` is read as ``T``, and the IUPAC ambiguity codes R Y S W K M B D H V N become ``N``. Anything
+else (protein letters, digits, ``-``, ``*``, ``.``, control bytes) is an :class:`~genolin.errors.InputError`
+naming the file, the line and the record.
+
+- :func:`read_fasta` streams records one at a time (memory: one record), validating everything: the whole file
+  is read, so it also catches empty files, FASTQ, binary data, corrupt gzip and duplicate names.
+- :class:`Genome` gives random access (``fetch(name, start, end)``) through pyfaidx with a ``.fai`` (and ``.gzi``
+  for BGZF) index that is built when missing; plain gzip or irregularly wrapped files are loaded into memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from genolin.errors import InputError
+from genolin.io.files import open_binary, sniff_compression
+
+log = logging.getLogger(__name__)
+
+BLOCK_SIZE = 1 << 22  # bytes read at a time (decompressed); records are assembled from blocks
+
+# --- normalisation table: byte -> normalised base, or 0x00 for "not a nucleotide" ------------------------
+_NORM = bytearray(256)
+for _b in b"ACGT":
+    _NORM[_b] = _NORM[_b + 32] = _b
+_NORM[ord("U")] = _NORM[ord("u")] = ord("T")
+for _b in b"RYSWKMBDHVN":
+    _NORM[_b] = _NORM[_b + 32] = ord("N")
+NORMALISE = bytes(_NORM)
+WHITESPACE = b" \t\r\n\v\f"
+del _b, _NORM
+
+@dataclass(frozen=True, slots=True)
+class FastaRecord:
+    """One record: ``seq`` normalised to ``ACGTN`` bytes; ``line`` is the 1-based line of the header."""
+
+    name: str
+    description: str
+    seq: bytes
+    line: int
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+
+def normalise(raw: bytes, *, path=None, where=None, what: str = "sequence") -> bytes:
+    """Normalise one sequence (no line breaks needed) to ``ACGTN``; whitespace is dropped.
+
+    Raises InputError for a character that is not a nucleotide or IUPAC code.
+    """
+    seq = raw.translate(NORMALISE, WHITESPACE)
+    bad = seq.find(0)
+    if bad >= 0:
+        # Find the offending byte in the raw text (whitespace was removed from ``seq``).
+        stripped = 0
+        for i, b in enumerate(raw):
+            if b in WHITESPACE:
+                continue
+            if stripped == bad:
+                raise InputError(path, f"{what}: {_describe_bad(raw[i:i + 1], raw)} at position {i + 1}", where)
+            stripped += 1
+    return seq
+
+
+def _describe_bad(char: bytes, context: bytes) -> str:
+    shown = char.decode("latin-1")
+    shown = repr(shown) if shown.isprintable() else f"byte 0x{char[0]:02x}"
+    hint = ""
+    if char.isalpha():
+        hint = " (a protein sequence?)" if _looks_like_protein(context) else ""
+    elif char == b"-":
+        hint = " (alignment gaps are not accepted)"
+    return f"invalid character {shown}: not a nucleotide or IUPAC code{hint}"
+
+
+def _looks_like_protein(text: bytes) -> bool:
+    return any(c in text.upper() for c in b"EFILPQZX*")
+
+
+def read_fasta(
+    path: str | os.PathLike,
+    *,
+    allow_empty: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[FastaRecord]:
+    """Stream the records of a FASTA file, validated and normalised.
+
+    ``allow_empty=False`` makes a record without sequence an error. ``progress(n)`` is called with the number
+    of *file* bytes (compressed, for gzip) consumed since the previous call, for progress bars.
+    """
+    seen: dict[str, int] = {}
+    for line, header, body in _raw_records(path, progress):
+        text = header.decode("utf-8", errors="replace").strip()
+        name, description = (text.split(None, 1) + ["", ""])[:2]
+        if not name:
+            raise InputError(path, "record header has no name ('>' followed by nothing)", line)
+        if name in seen:
+            raise InputError(path, f"duplicate record name {name!r} (first at line {seen[name]})", line)
+        seen[name] = line
+        seq = body.translate(NORMALISE, WHITESPACE)
+        bad = seq.find(0)
+        if bad >= 0:
+            _raise_bad_char(path, name, line, body, bad)
+        if not seq and not allow_empty:
+            raise InputError(path, f"record {name!r} has an empty sequence", line)
+        yield FastaRecord(name, description.strip(), seq, line)
+
+
+def _raise_bad_char(path, name: str, header_line: int, body: bytes, bad: int) -> None:
+    """Locate the ``bad``-th non-whitespace base of ``body`` and raise with its line and column."""
+    count = 0
+    for offset, text in enumerate(body.split(b"\n"), start=1):
+        text = text.translate(None, WHITESPACE)
+        if count + len(text) > bad:
+            col = bad - count
+            msg = _describe_bad(text[col:col + 1], text)
+            raise InputError(path, f"record {name!r}: {msg}", header_line + offset)
+        count += len(text)
+    raise AssertionError("bad character not found")  # unreachable: `bad` indexes into body
+
+
+def _raw_records(path, progress) -> Iterator[tuple[int, bytes, bytes]]:
+    """Yield ``(header line number, header bytes without '>', raw body with line breaks)`` per record.
+
+    Works on blocks of decompressed bytes rather than line by line, so multi-gigabase genomes parse at
+    memory speed; a record is the text between a line starting with '>' and the next one.
+    """
+    with open_binary(path) as stream:
+        last_raw = 0
+
+        def blocks():
+            nonlocal last_raw
+            while block := stream.read(BLOCK_SIZE):
+                if progress is not None:
+                    now = stream.tell_raw()
+                    progress(now - last_raw)
+                    last_raw = now
+                yield block
+
+        it = blocks()
+        first = next(it, b"")
+        _check_start(path, first)
+        header: bytes | None = None
+        header_line = 0
+        parts: list[bytes] = []
+        line_no = 1  # line number of the first byte not yet consumed
+        at_line_start = True
+        carry = b""
+        for block in _chain(first, it):
+            if block is None:  # end of file: what is left is a last line without a newline
+                lines, carry = carry, b""
+            else:
+                chunk = carry + block if carry else block
+                carry = b""
+                cut = chunk.rfind(b"\n") + 1
+                if cut == 0:
+                    if header is not None and not (at_line_start and chunk[:1] == b">"):
+                        parts.append(chunk)  # part of a very long sequence line
+                        at_line_start = False
+                    else:
+                        carry = chunk
+                    continue
+                lines, carry = chunk[:cut], chunk[cut:]
+            pos = 0
+            line_start = at_line_start
+            while pos < len(lines):
+                if line_start and lines[pos:pos + 1] == b">":
+                    h = pos
+                else:
+                    j = lines.find(b"\n>", pos)
+                    h = len(lines) if j < 0 else j + 1
+                    body = lines[pos:h]
+                    if header is None:
+                        if body.strip():  # text before the first header; _check_start allows only blanks
+                            raise InputError(path, "text before the first FASTA header", line_no)
+                    else:
+                        parts.append(body)
+                    line_no += body.count(b"\n")
+                    if j < 0:
+                        break
+                e = lines.find(b"\n", h)
+                e = len(lines) if e < 0 else e
+                if header is not None:
+                    yield header_line, header, b"".join(parts)
+                header, header_line, parts = lines[h + 1:e].rstrip(b"\r"), line_no, []
+                line_no += 1
+                pos = e + 1
+                line_start = True
+            at_line_start = lines.endswith(b"\n")
+        if header is not None:
+            yield header_line, header, b"".join(parts)
+
+
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes | None]:
+    """The blocks, then ``None`` for the end of the file."""
+    yield first
+    yield from rest
+    yield None
+
+
+def _check_start(path, head: bytes) -> None:
+    """Reject empty, binary, FASTQ and header-less files from their first block."""
+    if b"\x00" in head[:8192]:
+        raise InputError(path, "binary data, not a FASTA text file")
+    stripped = head.lstrip()
+    if not stripped:
+        raise InputError(path, "empty file: no FASTA records" if not head else "only blank lines: no FASTA records")
+    line = head[: len(head) - len(stripped)].count(b"\n") + 1
+    first = stripped[:1]
+    if first == b">":
+        return
+    if first == b"@":
+        raise InputError(path, "this looks like FASTQ ('@' header); give FASTA (lines starting with '>')", line)
+    try:
+        stripped[:4096].decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(path, "binary data, not a FASTA text file") from None
+    raise InputError(path, "no FASTA header: the first line does not start with '>'", line)
+
+
+def read_fasta_dict(path: str | os.PathLike, **kwargs) -> dict[str, bytes]:
+    """All records of a (small) FASTA file as ``{name: normalised sequence}``, in file order."""
+    return {rec.name: rec.seq for rec in read_fasta(path, **kwargs)}
+
+
+# --- random access -------------------------------------------------------------------------------------------
+
+
+class Genome:
+    """Random access to the records of a FASTA genome by 0-based, half-open region.
+
+    Plain and BGZF files are read through pyfaidx with a ``.fai`` (and ``.gzi``) index beside the file, built
+    when missing (in ``$XDG_CACHE_HOME/genolin/faidx`` when the file's folder is not writable). Plain gzip files
+    and files pyfaidx cannot index (irregular line lengths) are read once into memory, with a warning.
+    Fetched regions are normalised like :func:`read_fasta` and validated as they are read.
+
+    >>> g = Genome("genome.fa.bgz"); g.lengths["chr1"]; g.fetch("chr1", 1000, 1100)   # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        kind = sniff_compression(self.path)
+        self._faidx = None
+        self._memory: dict[str, bytes] | None = None
+        with open_binary(self.path) as stream:
+            _check_start(self.path, stream.read(1 << 16))
+        if kind == "gzip":
+            log.warning("%s: plain gzip has no random access; reading it into memory (bgzip it to avoid this)",
+                        self.path)
+            self._load_memory()
+        else:
+            self._open_faidx(kind)
+        if self._faidx is not None:
+            self.lengths = {name: len(rec) for name, rec in self._faidx.index.items()}
+        else:
+            self.lengths = {name: len(seq) for name, seq in self._memory.items()}
+        if "" in self.lengths:
+            raise InputError(self.path, "a record header has no name ('>' followed by nothing)")
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.lengths)
+
+    def _load_memory(self) -> None:
+        self._memory = read_fasta_dict(self.path)
+
+    def _open_faidx(self, kind: str) -> None:
+        import pyfaidx
+
+        fai = Path(str(self.path) + ".fai")
+        gzi = Path(str(self.path) + ".gzi")
+        needs = [fai] + ([gzi] if kind == "bgzf" else [])
+        if not all(p.exists() for p in needs) and not _writable(self.path.parent):
+            cache = _cache_dir(self.path)
+            fai, gzi = cache / fai.name, cache / gzi.name
+        kwargs = {"gzi_indexname": str(gzi)} if kind == "bgzf" else {}
+        try:
+            self._faidx = pyfaidx.Faidx(
+                str(self.path), indexname=str(fai), read_long_names=False, duplicate_action="stop",
+                sequence_always_upper=False, **kwargs,
+            )
+        except pyfaidx.FastaIndexingError as exc:
+            log.warning("%s: cannot index (%s); reading it into memory", self.path, exc)
+            self._load_memory()
+        except ValueError as exc:
+            if "uplicate" in str(exc):
+                # Let the streaming reader name the record and its line.
+                self._load_memory()
+            else:
+                raise InputError(self.path, f"cannot index: {exc}") from exc
+
+    def fetch(self, name: str, start: int = 0, end: int | None = None) -> bytes:
+        """Bases ``[start, end)`` of record ``name``, normalised to ``ACGTN``."""
+        if name not in self.lengths:
+            raise KeyError(f"{self.path}: no record named {name!r}")
+        length = self.lengths[name]
+        end = length if end is None else end
+        if not 0 <= start <= end <= length:
+            raise ValueError(f"region {name}:{start}-{end} outside 0-{length}")
+        if self._memory is not None:
+            return self._memory[name][start:end]
+        raw = self._faidx.fetch(name, start + 1, end).seq.encode("ascii", errors="replace") if end > start else b""
+        seq = raw.translate(NORMALISE)
+        bad = seq.find(0)
+        if bad >= 0:
+            msg = _describe_bad(raw[bad:bad + 1], raw)
+            raise InputError(self.path, f"record {name!r} position {start + bad + 1}: {msg}")
+        return seq
+
+    def close(self) -> None:
+        if self._faidx is not None:
+            self._faidx.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _writable(folder: Path) -> bool:
+    """Writable and not marked read-only (root may write anywhere, but a folder without write bits is data)."""
+    return os.access(folder, os.W_OK) and bool(folder.stat().st_mode & 0o222)
+
+
+def _cache_dir(path: Path) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "genolin" / "faidx"
+    key = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    d = base / key
+    d.mkdir(parents=True, exist_ok=True)
+    return d

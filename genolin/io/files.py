@@ -1,0 +1,98 @@
+"""Opening input files: plain, gzip or bgzip, told apart by their first bytes, with read errors as InputError."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from pathlib import Path
+
+from genolin.errors import InputError
+
+_MAGIC = {
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"PK\x03\x04": "zip",
+}
+
+
+def sniff_compression(path: str | os.PathLike) -> str:
+    """Return ``"plain"``, ``"gzip"`` or ``"bgzf"`` for an existing, non-empty file; InputError otherwise."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such file")
+    if p.is_dir():
+        raise InputError(p, "is a directory, not a file")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(18)
+    except OSError as exc:
+        raise InputError(p, f"cannot read: {exc.strerror or exc}") from exc
+    if not head:
+        raise InputError(p, "empty file")
+    if head[:2] == b"\x1f\x8b":
+        # BGZF: gzip with FEXTRA (FLG bit 2) holding a 'BC' subfield (SAM/BAM specification, section 4.1).
+        if len(head) >= 14 and head[3] & 4 and head[12:14] == b"BC":
+            return "bgzf"
+        return "gzip"
+    for magic, kind in _MAGIC.items():
+        if head.startswith(magic):
+            raise InputError(p, f"{kind}-compressed; genolin reads plain, gzip or bgzip files")
+    return "plain"
+
+
+def open_binary(path: str | os.PathLike):
+    """Open a plain/gzip/bgzip file for reading decompressed bytes (the raw file is ``.raw`` for progress)."""
+    kind = sniff_compression(path)
+    raw = open(path, "rb")
+    if kind == "plain":
+        return _Stream(raw, raw)
+    return _Stream(gzip.GzipFile(fileobj=raw, mode="rb"), raw)
+
+
+class _Stream:
+    """A decompressed byte stream that turns gzip failures into InputError and reports raw bytes consumed."""
+
+    def __init__(self, fh, raw):
+        self.fh, self.raw = fh, raw
+        self.path = raw.name
+
+    def read(self, n: int) -> bytes:
+        try:
+            return self.fh.read(n)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise InputError(self.path, f"corrupt or truncated gzip data ({exc})") from exc
+        except OSError as exc:
+            raise InputError(self.path, f"read error: {exc}") from exc
+
+    def tell_raw(self) -> int:
+        return self.raw.tell()
+
+    def close(self) -> None:
+        self.fh.close()
+        self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The whole (plain or gzipped) file as text; for small tables such as CSV and BED files."""
+    with open_binary(path) as stream:
+        chunks = []
+        while block := stream.read(1 << 22):
+            chunks.append(block)
+    data = b"".join(chunks)
+    if not data.strip():
+        raise InputError(path, "empty file")
+    if b"\x00" in data[:8192]:
+        raise InputError(path, "binary data, not a text file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(path, "not UTF-8 text (binary data?)", line) from None

@@ -1,0 +1,201 @@
+"""Labelled sequence sets: sequences with a class label each, for training and evaluating classifiers.
+
+Three forms, all giving a :class:`LabelledSet`:
+
+- CSV or TSV with a header holding ``sequence`` and ``label`` columns (the GUE / DNABERT-2 format); an ``id``
+  or ``name`` column names the rows, otherwise they are named ``row<line>``;
+- FASTA whose headers carry ``label=<value>`` (``>seq7 label=1``);
+- FASTA plus a TSV of ``id<TAB>label`` (a header line ``id<TAB>label`` is allowed).
+
+Labels may be integers or class names. ``classes`` lists the class names in index order and ``labels`` holds
+indices into it: integer labels sort numerically, names alphabetically. Pass a training set's ``classes`` when
+reading its dev/test sets so the indices agree (an unknown class is then an error).
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from genolin.errors import InputError
+from genolin.io.fasta import normalise, read_fasta
+from genolin.io.files import open_binary, read_text
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LabelledSet:
+    """``ids[i]``, ``seqs[i]`` (ACGTN bytes) and ``labels[i]`` (index into ``classes``) for each sequence."""
+
+    ids: list[str]
+    seqs: list[bytes]
+    labels: np.ndarray  # (n,) int64
+    classes: list[str]
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def class_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.labels, minlength=len(self.classes))
+        return dict(zip(self.classes, counts.tolist(), strict=True))
+
+
+def load_labelled(
+    path: str | os.PathLike,
+    *,
+    labels: str | os.PathLike | None = None,
+    classes: Sequence[str] | None = None,
+    min_classes: int = 2,
+) -> LabelledSet:
+    """Read a labelled set in any of the three forms: FASTA (``label=`` headers, or ``labels`` TSV) or CSV/TSV.
+
+    The form is told from the content (a first line starting with '>' is FASTA), not the file name.
+    """
+    if _starts_with_fasta_header(path):
+        return read_labelled_fasta(path, labels=labels, classes=classes, min_classes=min_classes)
+    if labels is not None:
+        raise InputError(path, "a separate labels file goes with FASTA input, but this is not FASTA")
+    return read_labelled_table(path, classes=classes, min_classes=min_classes)
+
+
+def _starts_with_fasta_header(path) -> bool:
+    with open_binary(path) as stream:
+        return stream.read(1 << 12).lstrip()[:1] == b">"
+
+
+def read_labelled_table(
+    path: str | os.PathLike,
+    *,
+    sequence_column: str = "sequence",
+    label_column: str = "label",
+    classes: Sequence[str] | None = None,
+    min_classes: int = 2,
+) -> LabelledSet:
+    """CSV/TSV with a header (delimiter: tab if the header has one, else comma); gzip is fine."""
+    text = read_text(path)
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    header_line = lines[first]
+    delimiter = "\t" if "\t" in header_line else ","
+    rows = csv.reader(lines[first:], delimiter=delimiter)
+    header = [h.strip() for h in next(rows)]
+    lower = [h.lower() for h in header]
+    missing = [c for c in (sequence_column, label_column) if c.lower() not in lower]
+    if missing:
+        raise InputError(path, f"header has no {' or '.join(repr(m) for m in missing)} column "
+                               f"(columns: {', '.join(header)})", first + 1)
+    i_seq, i_lab = lower.index(sequence_column.lower()), lower.index(label_column.lower())
+    i_id = next((lower.index(c) for c in ("id", "name") if c in lower), None)
+    ids, seqs, raw_labels, where = [], [], [], []
+    for offset, row in enumerate(rows, start=first + 2):
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise InputError(path, f"{len(row)} columns where the header has {len(header)}", offset)
+        seq, label = row[i_seq].strip(), row[i_lab].strip()
+        if not seq:
+            raise InputError(path, "empty sequence", offset)
+        if not label:
+            raise InputError(path, "missing label", offset)
+        ids.append(row[i_id].strip() if i_id is not None else f"row{offset}")
+        seqs.append(normalise(seq.encode("ascii", errors="replace"), path=path, where=offset))
+        raw_labels.append(label)
+        where.append(offset)
+    if not seqs:
+        raise InputError(path, "no data rows under the header")
+    _check_unique(path, ids, where)
+    return _finish(path, ids, seqs, raw_labels, where, classes, min_classes)
+
+
+def read_labelled_fasta(
+    path: str | os.PathLike,
+    *,
+    labels: str | os.PathLike | None = None,
+    classes: Sequence[str] | None = None,
+    min_classes: int = 2,
+) -> LabelledSet:
+    """FASTA with ``label=<value>`` in each header, or labels from a separate ``id<TAB>label`` file."""
+    table = read_label_tsv(labels) if labels is not None else None
+    ids, seqs, raw_labels, where = [], [], [], []
+    for rec in read_fasta(path, allow_empty=False):
+        if table is not None:
+            if rec.name not in table:
+                raise InputError(labels, f"no label for FASTA record {rec.name!r} (of {path})")
+            label = table[rec.name]
+        else:
+            label = next((w[6:] for w in rec.description.split() if w.startswith("label=")), None)
+            if not label:
+                raise InputError(path, f"record {rec.name!r} has no 'label=<value>' in its header", rec.line)
+        ids.append(rec.name)
+        seqs.append(rec.seq)
+        raw_labels.append(label)
+        where.append(f"record {rec.name}")
+    if table is not None and len(table) > len(ids):
+        log.warning("%s: %d labelled ids are not in %s", labels, len(table) - len(ids), path)
+    return _finish(path, ids, seqs, raw_labels, where, classes, min_classes)
+
+
+def read_label_tsv(path: str | os.PathLike) -> dict[str, str]:
+    """``id<TAB>label`` lines (blank and '#' lines skipped; an ``id<TAB>label`` header allowed) -> dict."""
+    table: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    header_possible = True
+    for n, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise InputError(path, "expected 'id<TAB>label'", n)
+        key, label = fields[0].strip(), fields[1].strip()
+        if header_possible and label.lower() == "label":
+            header_possible = False
+            continue
+        header_possible = False
+        if not key or not label:
+            raise InputError(path, "missing id" if not key else f"missing label for {key!r}", n)
+        if key in table:
+            raise InputError(path, f"duplicate id {key!r} (first at line {first_line[key]})", n)
+        table[key], first_line[key] = label, n
+    if not table:
+        raise InputError(path, "no labels in file")
+    return table
+
+
+def _check_unique(path, ids: list[str], where: list) -> None:
+    seen: dict[str, object] = {}
+    for key, w in zip(ids, where, strict=True):
+        if key in seen:
+            raise InputError(path, f"duplicate id {key!r} (first at line {seen[key]})", w)
+        seen[key] = w
+
+
+def _finish(path, ids, seqs, raw_labels, where, classes, min_classes) -> LabelledSet:
+    if classes is None:
+        names = sorted(set(raw_labels), key=_class_sort_key)
+        if len(names) < min_classes:
+            raise InputError(path, f"only one class ({names[0]!r}) in a labelled set; a classifier needs "
+                                   f"at least {min_classes}")
+    else:
+        names = list(classes)
+    index = {name: i for i, name in enumerate(names)}
+    labels = np.empty(len(raw_labels), dtype=np.int64)
+    for i, (label, w) in enumerate(zip(raw_labels, where, strict=True)):
+        if label not in index:
+            raise InputError(path, f"label {label!r} is not one of the classes {names}", w)
+        labels[i] = index[label]
+    return LabelledSet(ids, seqs, labels, names, str(Path(path)))
+
+
+def _class_sort_key(name: str):
+    try:
+        return (0, int(name), "")
+    except ValueError:
+        return (1, 0, name)
