@@ -212,11 +212,13 @@ def tokenize_fasta(
     """
     from genolin.errors import InputError
     from genolin.io.fasta import read_fasta
+    from genolin.io.files import sniff_compression
     from genolin.io.npz import NpzWriter
     from genolin.progress import progress_bar
 
     _check_k(k, stride)
     fasta = Path(fasta)
+    sniff_compression(fasta)  # a missing or empty file fails here, before the output is created
     counts: dict[str, int] = {}
     meta = {"k": k, "stride": stride, "vocab_size": vocab_size(k)}
     with progress_bar(total=fasta.stat().st_size, unit="B", desc="tokenize", enabled=progress) as bar, \

@@ -1,0 +1,29 @@
+"""Shared fixtures: paths to the copied edge-case files (tests/data), the bundled data and ../shared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+FIXTURES = TESTS / "data"
+REPO = TESTS.parent
+DATA = REPO / "data"
+SHARED = REPO.parent / "shared" / "data"
+ECOLI_BGZ = DATA / "ecoli_k12" / "NC_000913.3.fa.bgz"
+GUE_TATA = DATA / "gue" / "prom_core_tata"
+
+
+def shared_file(relative: str) -> Path:
+    """A file under ../shared/data, or skip the test with the reason when it is not there."""
+    path = SHARED / relative
+    if not path.exists():
+        pytest.skip(f"needs ../shared/data/{relative} (the shared data folder beside the project)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _cache_home(tmp_path_factory, monkeypatch):
+    """Keep index files that genolin caches (for read-only folders) out of the user's home."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))

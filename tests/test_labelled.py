@@ -1,0 +1,106 @@
+"""Labelled sequence sets in their three forms, class mapping, and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+
+import pytest
+from conftest import GUE_TATA
+
+from genolin.errors import InputError
+from genolin.io.labelled import load_labelled, read_label_tsv
+
+
+def write(tmp_path, name, text: str):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_gue_csv():
+    s = load_labelled(GUE_TATA / "train.csv")
+    assert len(s) == 4904 and s.classes == ["0", "1"]
+    assert s.class_counts() == {"0": 2455, "1": 2449}
+    assert all(len(seq) == 70 for seq in s.seqs)
+    first = (GUE_TATA / "train.csv").read_text().splitlines()[1].split(",")
+    assert s.seqs[0] == first[0].encode() and s.classes[s.labels[0]] == first[1]
+    assert s.ids[0] == "row2"  # no id column: rows are named by line
+
+
+def test_dev_set_uses_training_classes():
+    train = load_labelled(GUE_TATA / "train.csv")
+    dev = load_labelled(GUE_TATA / "dev.csv", classes=train.classes)
+    assert dev.classes == train.classes and len(dev) == 613
+
+
+def test_tsv_gzip_with_id_column_and_class_names(tmp_path):
+    text = "id\tsequence\tlabel\ns1\tACGTN\tpromoter\ns2\tacgtt\tbackground\ns3\tGGGG\tpromoter\n"
+    path = tmp_path / "set.tsv.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    s = load_labelled(path)
+    assert s.ids == ["s1", "s2", "s3"] and s.classes == ["background", "promoter"]
+    assert s.labels.tolist() == [1, 0, 1] and s.seqs[1] == b"ACGTT"
+
+
+def test_integer_labels_sort_numerically(tmp_path):
+    path = write(tmp_path, "x.csv", "sequence,label\nACGT,10\nACGA,2\nACGC,2\n")
+    s = load_labelled(path)
+    assert s.classes == ["2", "10"] and s.labels.tolist() == [1, 0, 0]
+
+
+def test_fasta_with_label_headers(tmp_path):
+    path = write(tmp_path, "x.fa", ">a label=1\nACGT\nAC\n>b desc label=0 more\nGGGG\n>c label=1\nTTTT\n")
+    s = load_labelled(path)
+    assert s.ids == ["a", "b", "c"] and s.labels.tolist() == [1, 0, 1] and s.seqs[0] == b"ACGTAC"
+
+
+def test_fasta_plus_labels_tsv(tmp_path, caplog):
+    fa = write(tmp_path, "x.fa", ">a\nACGT\n>b\nGGGG\n")
+    tsv = write(tmp_path, "labels.tsv", "id\tlabel\n# comment\na\tpos\nb\tneg\nzz\tneg\n")
+    with caplog.at_level(logging.WARNING):
+        s = load_labelled(fa, labels=tsv)
+    assert s.classes == ["neg", "pos"] and s.labels.tolist() == [1, 0]
+    assert "1 labelled ids are not in" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("a.csv", "sequence,label\nACGT,1\n,0\n", r"a\.csv:3: empty sequence"),
+        ("a.csv", "sequence,label\nACGT,1\nACGT,\n", r"a\.csv:3: missing label"),
+        ("a.csv", "sequence,label\nACGT,1\nACGA,1\n", r"a\.csv: only one class \('1'\)"),
+        ("a.csv", "seq,label\nACGT,1\n", r"a\.csv:1: header has no 'sequence' column \(columns: seq, label\)"),
+        ("a.csv", "sequence,label\nACGT,1,extra\n", r"a\.csv:2: 3 columns where the header has 2"),
+        ("a.csv", "sequence,label\nACGT,1\nAC-T,0\n", r"a\.csv:3: sequence: invalid character '-'"),
+        ("a.csv", "sequence,label\n", r"a\.csv: no data rows"),
+        ("a.csv", "", r"a\.csv: empty file"),
+        ("a.fa", ">a label=1\nACGT\n>b\nACGT\n", r"a\.fa:3: record 'b' has no 'label=<value>'"),
+        ("a.fa", ">a label=1\nACGT\n>b label=0\n>c label=0\nAA\n", r"a\.fa:3: record 'b' has an empty sequence"),
+        ("a.fa", ">a label=1\nACGT\n>b label=1\nAC\n", "only one class"),
+    ],
+)
+def test_bad_labelled_sets(tmp_path, name, text, message):
+    path = write(tmp_path, name, text)
+    with pytest.raises(InputError, match=message):
+        load_labelled(path)
+
+
+def test_unknown_class_in_dev_set(tmp_path):
+    path = write(tmp_path, "dev.csv", "sequence,label\nACGT,1\nACGT,7\n")
+    with pytest.raises(InputError, match=r"dev\.csv:3: label '7' is not one of the classes \['0', '1'\]"):
+        load_labelled(path, classes=["0", "1"])
+
+
+def test_labels_tsv_errors(tmp_path):
+    fa = write(tmp_path, "x.fa", ">a\nACGT\n>b\nGGGG\n")
+    with pytest.raises(InputError, match=r"l1\.tsv: no label for FASTA record 'b'"):
+        load_labelled(fa, labels=write(tmp_path, "l1.tsv", "a\t1\n"))
+    with pytest.raises(InputError, match=r"l2\.tsv:2: duplicate id 'a' \(first at line 1\)"):
+        read_label_tsv(write(tmp_path, "l2.tsv", "a\t1\na\t0\n"))
+    with pytest.raises(InputError, match=r"l3\.tsv:1: missing label for 'a'"):
+        read_label_tsv(write(tmp_path, "l3.tsv", "a\t\n"))
+    with pytest.raises(InputError, match=r"l4\.tsv:1: expected 'id<TAB>label'"):
+        read_label_tsv(write(tmp_path, "l4.tsv", "a 1\n"))
+    with pytest.raises(InputError, match="labels file goes with FASTA"):
+        load_labelled(GUE_TATA / "dev.csv", labels=write(tmp_path, "l5.tsv", "a\t1\n"))
