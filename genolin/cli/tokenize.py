@@ -28,5 +28,5 @@ def tokenize(fasta: str, k: int, stride: int, out: str, compress: bool) -> None:
     log = logging.getLogger("genolin")
     t0 = time.perf_counter()
     counts = tokenize_fasta(fasta, out, k=k, stride=stride, compress=compress)
-    log.info("%s: %d records, %d tokens (k=%d, stride=%d) -> %s in %.1f s", fasta, len(counts),
+    log.info("%s: %d record(s), %d tokens (k=%d, stride=%d) -> %s in %.1f s", fasta, len(counts),
              sum(counts.values()), k, stride, out, time.perf_counter() - t0)

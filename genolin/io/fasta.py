@@ -100,7 +100,9 @@ def read_fasta(
     of *file* bytes (compressed, for gzip) consumed since the previous call, for progress bars.
     """
     seen: dict[str, int] = {}
-    for line, header, body in _raw_records(path, progress):
+    for line, header, parts in _raw_records(path, progress):
+        body = b"".join(parts)
+        parts.clear()  # the reader's frame holds this list while we work: empty it to free the raw text
         text = header.decode("utf-8", errors="replace").strip()
         name, description = (text.split(None, 1) + ["", ""])[:2]
         if not name:
@@ -112,6 +114,7 @@ def read_fasta(
         bad = seq.find(0)
         if bad >= 0:
             _raise_bad_char(path, name, line, body, bad)
+        body = None  # memory: only the normalised sequence lives on while the consumer holds the record
         if not seq and not allow_empty:
             raise InputError(path, f"record {name!r} has an empty sequence", line)
         yield FastaRecord(name, description.strip(), seq, line)
@@ -130,8 +133,10 @@ def _raise_bad_char(path, name: str, header_line: int, body: bytes, bad: int) ->
     raise AssertionError("bad character not found")  # unreachable: `bad` indexes into body
 
 
-def _raw_records(path, progress) -> Iterator[tuple[int, bytes, bytes]]:
-    """Yield ``(header line number, header bytes without '>', raw body with line breaks)`` per record.
+def _raw_records(path, progress) -> Iterator[tuple[int, bytes, list[bytes]]]:
+    """Yield ``(header line number, header bytes without '>', raw body pieces with line breaks)`` per record.
+
+    The caller joins the pieces and may clear the list (it is not used again).
 
     Works on blocks of decompressed bytes rather than line by line, so multi-gigabase genomes parse at
     memory speed; a record is the text between a line starting with '>' and the next one.
@@ -192,14 +197,14 @@ def _raw_records(path, progress) -> Iterator[tuple[int, bytes, bytes]]:
                 e = lines.find(b"\n", h)
                 e = len(lines) if e < 0 else e
                 if header is not None:
-                    yield header_line, header, b"".join(parts)
+                    yield header_line, header, parts
                 header, header_line, parts = lines[h + 1:e].rstrip(b"\r"), line_no, []
                 line_no += 1
                 pos = e + 1
                 line_start = True
             at_line_start = lines.endswith(b"\n")
         if header is not None:
-            yield header_line, header, b"".join(parts)
+            yield header_line, header, parts
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes | None]:
