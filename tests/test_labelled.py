@@ -72,7 +72,7 @@ def test_fasta_plus_labels_tsv(tmp_path, caplog):
         ("a.csv", "sequence,label\nACGT,1\nACGA,1\n", r"a\.csv: only one class \('1'\)"),
         ("a.csv", "seq,label\nACGT,1\n", r"a\.csv:1: header has no 'sequence' column \(columns: seq, label\)"),
         ("a.csv", "sequence,label\nACGT,1,extra\n", r"a\.csv:2: 3 columns where the header has 2"),
-        ("a.csv", "sequence,label\nACGT,1\nAC-T,0\n", r"a\.csv:3: sequence: invalid character '-'"),
+        ("a.csv", "sequence,label\nACGT,1\nAC-T,0\n", r"a\.csv:3: sequence position 3: invalid character '-'"),
         ("a.csv", "sequence,label\n", r"a\.csv: no data rows"),
         ("a.csv", "", r"a\.csv: empty file"),
         ("a.fa", ">a label=1\nACGT\n>b\nACGT\n", r"a\.fa:3: record 'b' has no 'label=<value>'"),

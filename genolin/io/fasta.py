@@ -41,6 +41,7 @@ NORMALISE = bytes(_NORM)
 WHITESPACE = b" \t\r\n\v\f"
 del _b, _NORM
 
+
 @dataclass(frozen=True, slots=True)
 class FastaRecord:
     """One record: ``seq`` normalised to ``ACGTN`` bytes; ``line`` is the 1-based line of the header."""
@@ -55,22 +56,28 @@ class FastaRecord:
 
 
 def normalise(raw: bytes, *, path=None, where=None, what: str = "sequence") -> bytes:
-    """Normalise one sequence (no line breaks needed) to ``ACGTN``; whitespace is dropped.
+    """Normalise one sequence (line breaks and other whitespace are dropped) to ``ACGTN`` bytes.
 
     Raises InputError for a character that is not a nucleotide or IUPAC code.
     """
     seq = raw.translate(NORMALISE, WHITESPACE)
     bad = seq.find(0)
     if bad >= 0:
-        # Find the offending byte in the raw text (whitespace was removed from ``seq``).
-        stripped = 0
-        for i, b in enumerate(raw):
-            if b in WHITESPACE:
-                continue
-            if stripped == bad:
-                raise InputError(path, f"{what}: {_describe_bad(raw[i:i + 1], raw)} at position {i + 1}", where)
-            stripped += 1
+        _, column, message = _locate_bad(raw, bad)
+        raise InputError(path, f"{what} position {column + 1}: {message}", where)
     return seq
+
+
+def _locate_bad(raw: bytes, bad: int) -> tuple[int, int, str]:
+    """For the ``bad``-th non-whitespace byte of ``raw``: (line index, column in that line, message)."""
+    count = 0
+    for index, line in enumerate(raw.split(b"\n")):
+        kept = line.translate(None, WHITESPACE)
+        if count + len(kept) > bad:
+            column = [i for i, b in enumerate(line) if b not in WHITESPACE][bad - count]
+            return index, column, _describe_bad(line[column : column + 1], line)
+        count += len(kept)
+    raise AssertionError("bad character not found")  # unreachable: `bad` indexes a non-whitespace byte
 
 
 def _describe_bad(char: bytes, context: bytes) -> str:
@@ -113,24 +120,12 @@ def read_fasta(
         seq = body.translate(NORMALISE, WHITESPACE)
         bad = seq.find(0)
         if bad >= 0:
-            _raise_bad_char(path, name, line, body, bad)
+            offset, _, message = _locate_bad(body, bad)
+            raise InputError(path, f"record {name!r}: {message}", line + 1 + offset)
         body = None  # memory: only the normalised sequence lives on while the consumer holds the record
         if not seq and not allow_empty:
             raise InputError(path, f"record {name!r} has an empty sequence", line)
         yield FastaRecord(name, description.strip(), seq, line)
-
-
-def _raise_bad_char(path, name: str, header_line: int, body: bytes, bad: int) -> None:
-    """Locate the ``bad``-th non-whitespace base of ``body`` and raise with its line and column."""
-    count = 0
-    for offset, text in enumerate(body.split(b"\n"), start=1):
-        text = text.translate(None, WHITESPACE)
-        if count + len(text) > bad:
-            col = bad - count
-            msg = _describe_bad(text[col:col + 1], text)
-            raise InputError(path, f"record {name!r}: {msg}", header_line + offset)
-        count += len(text)
-    raise AssertionError("bad character not found")  # unreachable: `bad` indexes into body
 
 
 def _raw_records(path, progress) -> Iterator[tuple[int, bytes, list[bytes]]]:
