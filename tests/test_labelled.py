@@ -43,6 +43,13 @@ def test_tsv_gzip_with_id_column_and_class_names(tmp_path):
     assert s.labels.tolist() == [1, 0, 1] and s.seqs[1] == b"ACGTT"
 
 
+def test_csv_with_byte_order_mark_and_crlf(tmp_path):
+    path = tmp_path / "excel.csv"
+    path.write_bytes(b"\xef\xbb\xbfsequence,label\r\nACGT,1\r\nGGCC,0\r\n")
+    s = load_labelled(path)
+    assert s.seqs == [b"ACGT", b"GGCC"] and s.labels.tolist() == [1, 0]
+
+
 def test_integer_labels_sort_numerically(tmp_path):
     path = write(tmp_path, "x.csv", "sequence,label\nACGT,10\nACGA,2\nACGC,2\n")
     s = load_labelled(path)

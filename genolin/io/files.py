@@ -92,7 +92,7 @@ def read_text(path: str | os.PathLike) -> str:
     if b"\x00" in data[:8192]:
         raise InputError(path, "binary data, not a text file")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte-order mark (as spreadsheet programs write) is dropped
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(path, "not UTF-8 text (binary data?)", line) from None
