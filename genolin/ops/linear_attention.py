@@ -1,0 +1,284 @@
+"""Linear attention: the public op, its chunked PyTorch reference, the causal state/step form, and the naive
+quadratic formula the tests hold everything against.
+
+Layout: q, k (B, N, H, D); v (B, N, H, E); o (B, N, H, E) in v's dtype; key_padding_mask (B, N) bool,
+True = real token. With phi a feature map (``feature_maps``) and m_j the key mask::
+
+    o_i = phi(q_i)^T S / (phi(q_i)^T z + eps),   S = sum_j m_j phi(k_j) v_j^T  (M, E),   z = sum_j m_j phi(k_j)  (M,)
+
+summing over all j (bidirectional) or j <= i (causal). S and z accumulate in float32 (float64 for float64
+inputs). With ``chunk_size`` the sequence is processed in chunks: no N x N tensor, and the (N, H, M) features
+and (N, H, M, E) products are never materialised whole.
+
+FAVOR+ stabilisers, exact: phi(q_i) is computed as exp(logits - a_i) with a_i the row max (one constant per
+query), and phi(k_j) as exp(logits - b) with b a running max over the keys of each (batch, head) (one constant
+per (batch, head); when it grows, S and z are rescaled). Numerator and denominator are then both scaled by
+exp(-a_i - b), so eps is scaled by the same factor: o_i = num' / (den' + eps exp(-a_i - b)) equals the formula
+exactly, not only for eps -> 0. The offsets carry no gradient (the output does not depend on them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from genolin.ops.feature_maps import (
+    FEATURE_MAPS,
+    acc_dtype,
+    elementwise_features,
+    favor_logits,
+    favor_scale,
+)
+
+BACKENDS = ("auto", "reference", "triton")
+DEFAULT_CAUSAL_CHUNK = 128  # causal attention is always chunked: within a chunk it forms a (C, C) matrix
+_NO_OFFSET = -1.0e30  # "no key seen yet" for the running FAVOR+ key offset (finite, so no inf - inf)
+
+
+@dataclass
+class LinearAttentionState:
+    """Key/value summary of the keys seen so far, per (batch, head).
+
+    S (B, H, M, E) and z (B, H, M) in the accumulation dtype; ``offset`` (B, H) is the log-scale that was
+    subtracted from the FAVOR+ key logits (S and z are exp(-offset) times the true sums); 0 for other maps.
+    """
+
+    S: torch.Tensor
+    z: torch.Tensor
+    offset: torch.Tensor
+
+    @classmethod
+    def zeros(cls, batch: int, heads: int, n_features: int, value_dim: int, *, dtype, device, favor: bool):
+        return cls(
+            S=torch.zeros(batch, heads, n_features, value_dim, dtype=dtype, device=device),
+            z=torch.zeros(batch, heads, n_features, dtype=dtype, device=device),
+            offset=torch.full((batch, heads), _NO_OFFSET if favor else 0.0, dtype=dtype, device=device),
+        )
+
+
+def _check(q, k, v, feature_map, projection, key_padding_mask, backend):
+    if feature_map not in FEATURE_MAPS:
+        raise ValueError(f"unknown feature map {feature_map!r}; choose from {FEATURE_MAPS}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+    if backend == "triton":
+        raise NotImplementedError("the Triton backend is not built yet; use backend='reference' or 'auto'")
+    if q.dim() != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"expected q, k (B, N, H, D) and v (B, N, H, E); got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    if (feature_map == "favor") != (projection is not None):
+        raise ValueError("feature_map='favor' needs projection= (M, D); other maps take none")
+    if key_padding_mask is not None and key_padding_mask.shape != q.shape[:2]:
+        raise ValueError(f"key_padding_mask must be (B, N) = {tuple(q.shape[:2])}, got "
+                         f"{tuple(key_padding_mask.shape)}")
+
+
+def _query_features(q: torch.Tensor, feature_map: str, projection) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """phi(q) (B, C, H, M) and, for FAVOR+, the per-row offset a (B, C, H) that was subtracted."""
+    if feature_map != "favor":
+        return elementwise_features(q, feature_map), None
+    logits = favor_logits(q, projection)
+    a = logits.amax(dim=-1).detach()
+    return torch.exp(logits - a.unsqueeze(-1)) * favor_scale(projection), a
+
+
+def _key_features(k, feature_map, projection, mask, offset):
+    """phi(k) (B, C, H, M), zeroed at padded keys, and the new running offset (B, H).
+
+    For FAVOR+ the offset becomes max(offset, max over this chunk's real keys of the logits); the caller rescales
+    what it accumulated with exp(old - new).
+    """
+    if feature_map != "favor":
+        phi = elementwise_features(k, feature_map)
+        if mask is not None:
+            phi = phi * mask[:, :, None, None].to(phi.dtype)
+        return phi, offset
+    logits = favor_logits(k, projection)
+    if mask is not None:
+        logits = logits.masked_fill(~mask[:, :, None, None], float("-inf"))
+    new = torch.maximum(offset, logits.detach().amax(dim=(1, 3)))
+    return torch.exp(logits - new[:, None, :, None]) * favor_scale(projection), new
+
+
+def _eps(eps: float, a: torch.Tensor | None, offset: torch.Tensor) -> torch.Tensor | float:
+    """eps scaled like the stabilised numerator and denominator: eps exp(-a_i - b) (B, C, H), or eps."""
+    if a is None:
+        return eps
+    return eps * torch.exp(-(a + offset.unsqueeze(1)))
+
+
+def accumulate_state(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    feature_map: str = "elu",
+    projection: torch.Tensor | None = None,
+    key_padding_mask: torch.Tensor | None = None,
+    state: LinearAttentionState | None = None,
+    chunk_size: int | None = None,
+) -> LinearAttentionState:
+    """Add keys k (B, N, H, D) and values v (B, N, H, E) to a state (a new one if None), chunk by chunk."""
+    b, n, h, _ = k.shape
+    acc = acc_dtype(k.dtype)
+    if state is None:
+        m = projection.shape[0] if feature_map == "favor" else k.shape[-1]
+        state = LinearAttentionState.zeros(b, h, m, v.shape[-1], dtype=acc, device=k.device,
+                                           favor=feature_map == "favor")
+    S, z, offset = state.S, state.z, state.offset
+    step = chunk_size or max(n, 1)
+    for s in range(0, n, step):
+        mask = None if key_padding_mask is None else key_padding_mask[:, s:s + step]
+        phi, new = _key_features(k[:, s:s + step], feature_map, projection, mask, offset)
+        if feature_map == "favor":
+            rescale = torch.exp(offset - new)  # (B, H); 0 while nothing was accumulated
+            S, z = S * rescale[..., None, None], z * rescale[..., None]
+            offset = new
+        S = S + torch.einsum("bchm,bche->bhme", phi, v[:, s:s + step].to(acc))
+        z = z + phi.sum(dim=1)
+    return LinearAttentionState(S, z, offset)
+
+
+def query_state(
+    q: torch.Tensor,
+    state: LinearAttentionState,
+    *,
+    feature_map: str = "elu",
+    projection: torch.Tensor | None = None,
+    eps: float = 1e-6,
+    chunk_size: int | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Read a (complete) state with queries q (B, N, H, D) -> o (B, N, H, E), chunk by chunk."""
+    n = q.shape[1]
+    step = chunk_size or max(n, 1)
+    outs = []
+    for s in range(0, n, step):
+        phi, a = _query_features(q[:, s:s + step], feature_map, projection)
+        num = torch.einsum("bchm,bhme->bche", phi, state.S)
+        den = torch.einsum("bchm,bhm->bch", phi, state.z) + _eps(eps, a, state.offset)
+        outs.append((num / den.unsqueeze(-1)).to(out_dtype or q.dtype))
+    return torch.cat(outs, dim=1) if len(outs) != 1 else outs[0]
+
+
+def causal_linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    feature_map: str = "elu",
+    projection: torch.Tensor | None = None,
+    key_padding_mask: torch.Tensor | None = None,
+    eps: float = 1e-6,
+    chunk_size: int | None = None,
+    state: LinearAttentionState | None = None,
+) -> tuple[torch.Tensor, LinearAttentionState]:
+    """Causal attention continuing from ``state``: (o (B, N, H, E), state after the last key).
+
+    Chunked form: per chunk of C tokens, the past enters through S and z and the chunk itself through a
+    masked (C, C) kernel matrix. Called with N = 1 this is the recurrent step.
+    """
+    b, n, h, _ = q.shape
+    acc = acc_dtype(q.dtype)
+    if state is None:
+        m = projection.shape[0] if feature_map == "favor" else q.shape[-1]
+        state = LinearAttentionState.zeros(b, h, m, v.shape[-1], dtype=acc, device=q.device,
+                                           favor=feature_map == "favor")
+    S, z, offset = state.S, state.z, state.offset
+    step = chunk_size or DEFAULT_CAUSAL_CHUNK
+    outs = []
+    for s in range(0, n, step):
+        c = min(step, n - s)
+        mask = None if key_padding_mask is None else key_padding_mask[:, s:s + c]
+        phi_q, a = _query_features(q[:, s:s + c], feature_map, projection)
+        phi_k, new = _key_features(k[:, s:s + c], feature_map, projection, mask, offset)
+        if feature_map == "favor":
+            rescale = torch.exp(offset - new)
+            S, z = S * rescale[..., None, None], z * rescale[..., None]
+            offset = new
+        vc = v[:, s:s + c].to(acc)
+        tri = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
+        scores = torch.einsum("bihm,bjhm->bhij", phi_q, phi_k).masked_fill(~tri, 0.0)  # (B, H, C, C)
+        num = torch.einsum("bihm,bhme->bihe", phi_q, S) + torch.einsum("bhij,bjhe->bihe", scores, vc)
+        den = torch.einsum("bihm,bhm->bih", phi_q, z) + scores.sum(-1).transpose(1, 2)
+        den = den + _eps(eps, a, offset)
+        outs.append((num / den.unsqueeze(-1)).to(v.dtype))
+        S = S + torch.einsum("bjhm,bjhe->bhme", phi_k, vc)
+        z = z + phi_k.sum(dim=1)
+    o = torch.cat(outs, dim=1) if len(outs) != 1 else outs[0]
+    return o, LinearAttentionState(S, z, offset)
+
+
+def linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    feature_map: str = "elu",
+    projection: torch.Tensor | None = None,
+    key_padding_mask: torch.Tensor | None = None,
+    causal: bool = False,
+    eps: float = 1e-6,
+    chunk_size: int | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Linear attention o (B, N, H, E) in v's dtype; see the module docstring for the formula.
+
+    chunk_size: tokens per chunk (None: one chunk for bidirectional attention, 128 for causal attention).
+    backend: "reference" (this PyTorch code), "triton" (fused GPU kernels: not built yet), "auto" (the best
+    available: the reference for now).
+    """
+    _check(q, k, v, feature_map, projection, key_padding_mask, backend)
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError("chunk_size must be positive")
+    if causal:
+        o, _ = causal_linear_attention(q, k, v, feature_map=feature_map, projection=projection,
+                                       key_padding_mask=key_padding_mask, eps=eps, chunk_size=chunk_size)
+        return o
+    state = accumulate_state(k, v, feature_map=feature_map, projection=projection,
+                             key_padding_mask=key_padding_mask, chunk_size=chunk_size)
+    return query_state(q, state, feature_map=feature_map, projection=projection, eps=eps,
+                       chunk_size=chunk_size, out_dtype=v.dtype)
+
+
+def linear_attention_step(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    state: LinearAttentionState | None,
+    *,
+    feature_map: str = "elu",
+    projection: torch.Tensor | None = None,
+    eps: float = 1e-6,
+) -> tuple[torch.Tensor, LinearAttentionState]:
+    """One causal step: q, k (B, H, D), v (B, H, E) for the next token -> (o (B, H, E), new state)."""
+    o, state = causal_linear_attention(q[:, None], k[:, None], v[:, None], feature_map=feature_map,
+                                       projection=projection, eps=eps, chunk_size=1, state=state)
+    return o[:, 0], state
+
+
+def naive_linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    feature_map: str = "elu",
+    projection: torch.Tensor | None = None,
+    key_padding_mask: torch.Tensor | None = None,
+    causal: bool = False,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """The formula itself with the N x N kernel matrix built explicitly and no stabilisers (for tests)."""
+    if feature_map == "favor":
+        phi_q = torch.exp(favor_logits(q, projection)) * favor_scale(projection)
+        phi_k = torch.exp(favor_logits(k, projection)) * favor_scale(projection)
+    else:
+        phi_q, phi_k = elementwise_features(q, feature_map), elementwise_features(k, feature_map)
+    kernel = torch.einsum("bihm,bjhm->bhij", phi_q, phi_k)  # (B, H, N, N)
+    if key_padding_mask is not None:
+        kernel = kernel * key_padding_mask[:, None, None, :].to(kernel.dtype)
+    if causal:
+        kernel = kernel.tril()
+    num = torch.einsum("bhij,bjhe->bihe", kernel, v.to(kernel.dtype))
+    den = kernel.sum(-1).transpose(1, 2) + eps
+    return (num / den.unsqueeze(-1)).to(v.dtype)
