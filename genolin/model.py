@@ -1,0 +1,421 @@
+"""The genolin encoder: k-mer token ids -> contextual embeddings -> sequence class logits and per-token tracks.
+
+    ids (B, N) long, mask (B, N) bool (True = real token; default ids != [PAD])
+    -> embedding (B, N, d)
+    -> n_layers x Block:  x += Mixer(Conv(Norm(x)))   (depthwise conv along N, then attention)
+                          x += GatedMLP(Norm(x))
+    -> final Norm -> hidden (B, N, d)
+    -> sequence head: masked mean (or attention) pooling -> logits (B, n_classes)
+    -> track head:    per-token logits (B, N, track_channels)    (e.g. + and - strand promoter scores)
+
+Mixers (``EncoderConfig.mixer``):
+- "softmax": exact attention (quadratic; a baseline).
+- "linear":  linear attention with feature map elu / relu / exp, optionally after a learned per-head projection
+             of q and k to ``feature_dim`` features (design document 002).
+- "favor":   FAVOR+ with ``favor_features`` random features, redrawn by ``redraw_favor_features(step)`` while
+             training (a buffer: fixed in eval and saved with the model).
+- "hybrid":  softmax inside non-overlapping windows of ``window`` tokens plus global linear attention, mixed per
+             head and token by a learned sigmoid gate (design document 000).
+
+Memory: with gradients off and N > ``chunk_size`` the forward pass streams every sub-layer over chunks of
+tokens (norm, convolution, projections, attention state, MLP), so peak memory is a few (N, d) activations.
+Training uses the plain path (the attention op itself still works in chunks); ``checkpointing`` recomputes each
+block in the backward pass. ``causal=True`` gives a left-to-right encoder with a step API (``init_state`` /
+``step``) whose outputs equal the parallel ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from genolin.ops import (
+    accumulate_state,
+    causal_linear_attention,
+    favor_projection,
+    linear_attention,
+    query_state,
+    softmax_attention,
+)
+
+MIXERS = ("softmax", "linear", "favor", "hybrid")
+
+
+@dataclass
+class EncoderConfig:
+    vocab_size: int = 5 + 4**6  # k = 6
+    d_model: int = 256
+    n_layers: int = 6
+    n_heads: int = 8
+    mixer: str = "linear"
+    feature_map: str = "elu"  # for "linear" and the global part of "hybrid": elu | relu | exp
+    feature_dim: int | None = None  # learned per-head projection of q, k to this many features (None: off)
+    favor_features: int = 128
+    favor_redraw_interval: int = 1000  # optimizer steps between FAVOR+ redraws while training (0: never)
+    window: int = 128  # "hybrid": local softmax window in tokens
+    conv_kernel: int = 7
+    mlp_ratio: float = 8 / 3  # gated MLP hidden size / d_model
+    dropout: float = 0.0
+    causal: bool = False
+    n_classes: int = 2
+    track_channels: int = 0  # 0: no track head
+    pooling: str = "mean"  # mean | attention
+    chunk_size: int = 16384  # tokens per chunk for the attention op and for streaming inference
+    checkpointing: bool = False
+    eps: float = 1e-6
+    seed: int = 0  # FAVOR+ draws derive from it
+    pad_id: int = 0
+
+    def __post_init__(self):
+        if self.mixer not in MIXERS:
+            raise ValueError(f"mixer must be one of {MIXERS}, got {self.mixer!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+        if self.pooling not in ("mean", "attention"):
+            raise ValueError(f"pooling must be 'mean' or 'attention', got {self.pooling!r}")
+        if self.feature_map not in ("elu", "relu", "exp"):
+            raise ValueError(f"feature_map must be elu, relu or exp (FAVOR+ is mixer='favor'), "
+                             f"got {self.feature_map!r}")
+        if self.mixer == "hybrid" and self.chunk_size % self.window:
+            raise ValueError("chunk_size must be a multiple of window for the hybrid mixer")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class EncoderOutput:
+    hidden: torch.Tensor  # (B, N, d)
+    logits: torch.Tensor  # (B, n_classes)
+    track: torch.Tensor | None = None  # (B, N, track_channels)
+
+
+def _seed_for(base: int, layer: int, draw: int) -> int:
+    """A seed for FAVOR+ draw number ``draw`` of layer ``layer``: the same on every rank."""
+    return ((base * 1_000_003 + layer) * 1_000_033 + draw) & 0x7FFF_FFFF_FFFF_FFFF
+
+
+class ShortConv(nn.Module):
+    """Depthwise convolution along the sequence: (B, N, d) -> (B, N, d); 'same' padding, or left-only if causal."""
+
+    def __init__(self, d: int, kernel: int, causal: bool):
+        super().__init__()
+        self.conv = nn.Conv1d(d, d, kernel, groups=d)
+        self.left = kernel - 1 if causal else kernel // 2
+        self.right = kernel - 1 - self.left
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.pad(x.transpose(1, 2), (self.left, self.right))
+        return self.conv(x).transpose(1, 2)
+
+    def forward_halo(self, x: torch.Tensor, left: int, right: int) -> torch.Tensor:
+        """x holds ``left`` rows before and ``right`` after the rows wanted (missing halo rows are zero-padded)."""
+        x = F.pad(x.transpose(1, 2), (self.left - left, self.right - right))
+        return self.conv(x).transpose(1, 2)
+
+
+class GatedMLP(nn.Module):
+    """SwiGLU: (B, N, d) -> (B, N, d)."""
+
+    def __init__(self, d: int, ratio: float, dropout: float):
+        super().__init__()
+        hidden = int(round(d * ratio / 8)) * 8
+        self.up = nn.Linear(d, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, d, bias=False)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, value = self.up(x).chunk(2, dim=-1)
+        return self.drop(self.down(F.silu(gate) * value))
+
+
+class Mixer(nn.Module):
+    """Multi-head attention of the configured kind: (B, N, d), mask (B, N) -> (B, N, d)."""
+
+    def __init__(self, cfg: EncoderConfig, layer: int):
+        super().__init__()
+        self.cfg, self.layer = cfg, layer
+        h, hd = cfg.n_heads, cfg.head_dim
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.feature_proj = None
+        if cfg.feature_dim and cfg.mixer in ("linear", "hybrid"):
+            self.feature_proj = nn.Parameter(torch.randn(h, cfg.feature_dim, hd) / math.sqrt(hd))
+            self.feature_bias = nn.Parameter(torch.zeros(h, cfg.feature_dim))
+        if cfg.mixer == "favor":
+            w = favor_projection(cfg.favor_features, hd, seed=_seed_for(cfg.seed, layer, 0))
+            self.register_buffer("projection", w)
+        if cfg.mixer == "hybrid":
+            self.gate = nn.Linear(cfg.d_model, h)
+
+    # -- pieces ------------------------------------------------------------------------------------------------
+    def _qkv(self, x: torch.Tensor):
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.cfg.n_heads, self.cfg.head_dim).unbind(2)
+        return q, k, v
+
+    def _features(self, x: torch.Tensor) -> torch.Tensor:
+        """The learned per-head projection before the feature map: (B, N, H, hd) -> (B, N, H, r)."""
+        if self.feature_proj is None:
+            return x
+        return torch.einsum("bnhd,hrd->bnhr", x, self.feature_proj) + self.feature_bias
+
+    def _linear_kwargs(self) -> dict:
+        if self.cfg.mixer == "favor":
+            return {"feature_map": "favor", "projection": self.projection}
+        return {"feature_map": self.cfg.feature_map}
+
+    def _local(self, q, k, v, mask):
+        """Softmax within non-overlapping windows: (B, N, H, *) -> (B, N, H, hd)."""
+        b, n, h, hd = q.shape
+        w = self.cfg.window
+        pad = -n % w
+        if mask is None:
+            mask = torch.ones(b, n, dtype=torch.bool, device=q.device)
+        if pad:
+            q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
+            mask = F.pad(mask, (0, pad), value=False)
+        nw = (n + pad) // w
+        qw, kw, vw = (t.reshape(b * nw, w, h, hd) for t in (q, k, v))
+        mw = mask.reshape(b * nw, w)
+        mw = mw | ~mw.any(dim=1, keepdim=True)  # windows of padding only: any finite output will do
+        o = softmax_attention(qw, kw, vw, key_padding_mask=mw, causal=self.cfg.causal)
+        return o.reshape(b, n + pad, h, hd)[:, :n]
+
+    def _combine(self, x, local, global_):
+        g = torch.sigmoid(self.gate(x)).unsqueeze(-1)  # (B, N, H, 1)
+        return g * local + (1 - g) * global_
+
+    def _finish(self, o: torch.Tensor) -> torch.Tensor:
+        b, n = o.shape[:2]
+        return self.drop(self.out(o.reshape(b, n, self.cfg.d_model)))
+
+    # -- whole sequence ----------------------------------------------------------------------------------------
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        cfg = self.cfg
+        q, k, v = self._qkv(x)
+        if cfg.mixer == "softmax":
+            return self._finish(softmax_attention(q, k, v, key_padding_mask=mask, causal=cfg.causal))
+        o = linear_attention(self._features(q), self._features(k), v, key_padding_mask=mask, causal=cfg.causal,
+                             eps=cfg.eps, chunk_size=cfg.chunk_size, **self._linear_kwargs())
+        if cfg.mixer == "hybrid":
+            o = self._combine(x, self._local(q, k, v, mask), o)
+        return self._finish(o)
+
+    # -- streaming inference: x (B, N, d) in chunks of C tokens, output added into ``residual`` -----------------
+    @torch.no_grad()
+    def stream_into(self, x: torch.Tensor, mask: torch.Tensor | None, residual: torch.Tensor, chunk: int) -> None:
+        cfg = self.cfg
+        n = x.shape[1]
+        kwargs = self._linear_kwargs()
+        if cfg.causal:
+            state = None
+            for s in range(0, n, chunk):
+                xc, mc = x[:, s:s + chunk], None if mask is None else mask[:, s:s + chunk]
+                q, k, v = self._qkv(xc)
+                o, state = causal_linear_attention(self._features(q), self._features(k), v, key_padding_mask=mc,
+                                                   eps=cfg.eps, state=state, **kwargs)
+                if cfg.mixer == "hybrid":
+                    o = self._combine(xc, self._local(q, k, v, mc), o)
+                residual[:, s:s + chunk] += self._finish(o)
+            return
+        state = None
+        for s in range(0, n, chunk):  # pass 1: keys and values into S and z
+            _, k, v = self._qkv(x[:, s:s + chunk])
+            mc = None if mask is None else mask[:, s:s + chunk]
+            state = accumulate_state(self._features(k), v, key_padding_mask=mc, state=state, **kwargs)
+        for s in range(0, n, chunk):  # pass 2: queries read the state
+            xc, mc = x[:, s:s + chunk], None if mask is None else mask[:, s:s + chunk]
+            q, k, v = self._qkv(xc)
+            o = query_state(self._features(q), state, eps=cfg.eps, out_dtype=v.dtype, **kwargs)
+            if cfg.mixer == "hybrid":
+                o = self._combine(xc, self._local(q, k, v, mc), o)
+            residual[:, s:s + chunk] += self._finish(o)
+
+    # -- one token at a time (causal) -------------------------------------------------------------------------
+    def init_state(self) -> dict:
+        return {"attn": None, "k": None, "v": None, "t": 0}
+
+    def step(self, x: torch.Tensor, state: dict) -> torch.Tensor:
+        """x (B, d) for the next token -> (B, d); ``state`` is updated in place."""
+        cfg = self.cfg
+        q, k, v = self._qkv(x[:, None])
+        if cfg.mixer == "softmax" or cfg.mixer == "hybrid":
+            start_new_window = cfg.mixer == "hybrid" and state["t"] % cfg.window == 0
+            if state["k"] is None or start_new_window:
+                state["k"], state["v"] = k, v
+            else:
+                state["k"], state["v"] = torch.cat([state["k"], k], 1), torch.cat([state["v"], v], 1)
+            local = softmax_attention(q, state["k"], state["v"])
+            if cfg.mixer == "softmax":
+                state["t"] += 1
+                return self._finish(local)[:, 0]
+        o, state["attn"] = causal_linear_attention(self._features(q), self._features(k), v, eps=cfg.eps,
+                                                   state=state["attn"], chunk_size=1, **self._linear_kwargs())
+        if cfg.mixer == "hybrid":
+            o = self._combine(x[:, None], local, o)
+        state["t"] += 1
+        return self._finish(o)[:, 0]
+
+    @torch.no_grad()
+    def redraw(self, draw: int) -> None:
+        if self.cfg.mixer == "favor":
+            w = favor_projection(self.cfg.favor_features, self.cfg.head_dim,
+                                 seed=_seed_for(self.cfg.seed, self.layer, draw))
+            self.projection.copy_(w)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: EncoderConfig, layer: int):
+        super().__init__()
+        self.norm1 = nn.RMSNorm(cfg.d_model)
+        self.conv = ShortConv(cfg.d_model, cfg.conv_kernel, cfg.causal)
+        self.mixer = Mixer(cfg, layer)
+        self.norm2 = nn.RMSNorm(cfg.d_model)
+        self.mlp = GatedMLP(cfg.d_model, cfg.mlp_ratio, cfg.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        h = self.norm1(x)
+        if mask is not None:
+            h = h * mask.unsqueeze(-1).to(h.dtype)  # padding must not reach real tokens through the convolution
+        x = x + self.mixer(self.conv(h), mask)
+        return x + self.mlp(self.norm2(x))
+
+    @torch.no_grad()
+    def stream_(self, x: torch.Tensor, mask: torch.Tensor | None, chunk: int) -> None:
+        """The same as forward, in place on x, working on chunks of ``chunk`` tokens (one extra (B, N, d))."""
+        n = x.shape[1]
+        left, right = self.conv.left, self.conv.right
+        h = torch.empty_like(x)
+        for s in range(0, n, chunk):  # h = conv(norm(x)), each chunk with its halo
+            a, e = max(s - left, 0), min(s + chunk + right, n)
+            hn = self.norm1(x[:, a:e])
+            if mask is not None:
+                hn = hn * mask[:, a:e].unsqueeze(-1).to(hn.dtype)
+            h[:, s:s + chunk] = self.conv.forward_halo(hn, s - a, e - min(s + chunk, n))
+        self.mixer.stream_into(h, mask, x, chunk)
+        del h
+        for s in range(0, n, chunk):
+            xc = x[:, s:s + chunk]
+            xc += self.mlp(self.norm2(xc))
+
+    def step(self, x: torch.Tensor, state: dict) -> torch.Tensor:
+        """x (B, d) -> (B, d) for the next token of a causal encoder."""
+        h = self.norm1(x)[:, None]  # (B, 1, d)
+        k = self.conv.conv.kernel_size[0]
+        past = state.get("conv")
+        if past is None:
+            past = torch.zeros(x.shape[0], k - 1, x.shape[1], dtype=x.dtype, device=x.device)
+        window = torch.cat([past, h], dim=1)  # (B, k, d)
+        state["conv"] = window[:, 1:]
+        hc = self.conv.forward_halo(window, k - 1, 0)[:, -1]
+        x = x + self.mixer.step(hc, state.setdefault("mixer", self.mixer.init_state()))
+        return x + self.mlp(self.norm2(x))
+
+
+class Encoder(nn.Module):
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.norm = nn.RMSNorm(cfg.d_model)
+        self.pool_score = nn.Linear(cfg.d_model, 1) if cfg.pooling == "attention" else None
+        self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)
+        self.track_head = nn.Linear(cfg.d_model, cfg.track_channels) if cfg.track_channels else None
+
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None):
+        """ids (B, N) -> hidden (B, N, d). ``stream``: None = automatically when gradients are off and N > chunk."""
+        cfg = self.cfg
+        if mask is None:
+            mask = ids != cfg.pad_id
+        mask_or_none = None if bool(mask.all()) else mask
+        x = self.embed(ids)
+        if stream is None:
+            stream = not torch.is_grad_enabled() and ids.shape[1] > cfg.chunk_size and cfg.mixer != "softmax"
+        if stream:
+            for block in self.blocks:
+                block.stream_(x, mask_or_none, cfg.chunk_size)
+            return self._final_norm_streaming(x)
+        for block in self.blocks:
+            if cfg.checkpointing and self.training:
+                x = checkpoint(block, x, mask_or_none, use_reentrant=False)
+            else:
+                x = block(x, mask_or_none)
+        return self.norm(x)
+
+    @torch.no_grad()
+    def _final_norm_streaming(self, x: torch.Tensor) -> torch.Tensor:
+        for s in range(0, x.shape[1], self.cfg.chunk_size):
+            x[:, s:s + self.cfg.chunk_size] = self.norm(x[:, s:s + self.cfg.chunk_size])
+        return x
+
+    def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Masked pooling (B, N, d) -> (B, d): mean over real tokens, or softmax-weighted (attention pooling)."""
+        m = mask.unsqueeze(-1).to(hidden.dtype)
+        if self.pool_score is None:
+            return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)
+        scores = self.pool_score(hidden).masked_fill(~mask.unsqueeze(-1), float("-inf"))
+        weights = torch.softmax(scores, dim=1).nan_to_num(0.0)  # all-padding rows: zeros
+        return (weights * hidden).sum(1)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None):
+        if mask is None:
+            mask = ids != self.cfg.pad_id
+        hidden = self.encode(ids, mask, stream=stream)
+        logits = self.classifier(self.pool(hidden, mask))
+        track = self.track_head(hidden) if self.track_head is not None else None
+        return EncoderOutput(hidden=hidden, logits=logits, track=track)
+
+    # -- causal step API --------------------------------------------------------------------------------------
+    def init_state(self) -> list[dict]:
+        """Per-layer state for :meth:`step` (attention S and z, convolution and window buffers)."""
+        if not self.cfg.causal:
+            raise ValueError("the step API needs a causal encoder (EncoderConfig.causal=True)")
+        return [{} for _ in self.blocks]
+
+    def step(self, ids: torch.Tensor, state: list[dict]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The next token ids (B,) -> (hidden (B, d), track logits (B, C) or None); ``state`` is updated."""
+        x = self.embed(ids)
+        for block, st in zip(self.blocks, state, strict=True):
+            x = block.step(x, st)
+        hidden = self.norm(x)
+        return hidden, (self.track_head(hidden) if self.track_head is not None else None)
+
+    @torch.no_grad()
+    def redraw_favor_features(self, step: int) -> bool:
+        """Redraw FAVOR+ projections every ``favor_redraw_interval`` optimizer steps (training only).
+
+        Deterministic in (seed, layer, step): every data-parallel rank draws the same. Returns True if redrawn.
+        """
+        interval = self.cfg.favor_redraw_interval
+        if self.cfg.mixer != "favor" or not self.training or interval <= 0 or step == 0 or step % interval:
+            return False
+        for block in self.blocks:
+            block.mixer.redraw(step // interval)
+        return True
+
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def config_from_dict(values: dict) -> EncoderConfig:
+    """An EncoderConfig from a dict (e.g. a saved JSON config); unknown keys are an error."""
+    known = {f for f in EncoderConfig.__dataclass_fields__}
+    unknown = set(values) - known
+    if unknown:
+        raise ValueError(f"unknown encoder settings: {', '.join(sorted(unknown))}")
+    return EncoderConfig(**values)
+
+
+__all__ = ["MIXERS", "Encoder", "EncoderConfig", "EncoderOutput", "config_from_dict"]

@@ -1,0 +1,165 @@
+"""The encoder: shapes, masks, determinism, streaming == plain forward, causal step == parallel, FAVOR+ redraws."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from genolin.model import Block, Encoder, EncoderConfig, config_from_dict
+
+MIXERS = ["softmax", "linear", "favor", "hybrid"]
+
+
+def small(mixer="linear", **kw) -> EncoderConfig:
+    base = dict(vocab_size=5 + 4**3, d_model=24, n_layers=2, n_heads=3, mixer=mixer, chunk_size=16, window=8,
+                favor_features=12, track_channels=2, conv_kernel=5)
+    base.update(kw)
+    return EncoderConfig(**base)
+
+
+def model(cfg: EncoderConfig, seed=0) -> Encoder:
+    torch.manual_seed(seed)
+    return Encoder(cfg).double().eval()
+
+
+def token_batch(b=3, n=45, seed=1, lengths=(45, 30, 7)):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 5 + 4**3, (b, n), generator=g)
+    for i, length in enumerate(lengths):
+        ids[i, length:] = 0
+    return ids
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+@pytest.mark.parametrize("pooling", ["mean", "attention"])
+def test_shapes(mixer, pooling):
+    m = model(small(mixer, pooling=pooling, feature_dim=5 if mixer == "linear" else None))
+    ids = token_batch()
+    out = m(ids)
+    assert out.hidden.shape == (3, 45, 24) and out.logits.shape == (3, 2) and out.track.shape == (3, 45, 2)
+    assert torch.isfinite(out.logits).all() and torch.isfinite(out.hidden).all()
+    assert Encoder(small(mixer, track_channels=0))(ids).track is None
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_padded_batch_equals_each_sequence_alone(mixer, causal):
+    m = model(small(mixer, causal=causal))
+    ids = token_batch()
+    out = m(ids)
+    for i, n in enumerate((45, 30, 7)):
+        alone = m(ids[i:i + 1, :n])
+        assert torch.allclose(out.hidden[i, :n], alone.hidden[0], atol=1e-10)
+        assert torch.allclose(out.logits[i], alone.logits[0], atol=1e-10)
+
+
+@pytest.mark.parametrize("mixer", ["linear", "favor", "hybrid"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_streaming_equals_plain_forward(mixer, causal, monkeypatch):
+    cfg = small(mixer, causal=causal, feature_dim=5 if mixer == "linear" else None)
+    m = model(cfg)
+    ids = token_batch()
+    plain = m(ids, stream=False)
+    calls = []
+    original = Block.stream_
+    monkeypatch.setattr(Block, "stream_", lambda self, *a: (calls.append(1), original(self, *a))[1])
+    with torch.no_grad():
+        streamed = m(ids)  # N = 45 > chunk_size = 16 with gradients off: streams automatically
+    assert len(calls) == cfg.n_layers
+    real = ids != 0
+    assert torch.allclose(streamed.hidden[real], plain.hidden[real], atol=1e-10)
+    assert torch.allclose(streamed.logits, plain.logits, atol=1e-10)
+    # a different chunk size for the op than for the stream changes summation order only
+    m.cfg.chunk_size = 24  # a multiple of the hybrid window (8)
+    with torch.no_grad():
+        other = m(ids, stream=True)
+    assert torch.allclose(other.hidden[real], plain.hidden[real], atol=1e-10)
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_causal_step_equals_parallel(mixer):
+    m = model(small(mixer, causal=True, feature_dim=4 if mixer == "hybrid" else None))
+    ids = token_batch(b=2, n=21, lengths=(21, 21))
+    parallel = m(ids)
+    state = m.init_state()
+    hidden, tracks = [], []
+    with torch.no_grad():
+        for t in range(21):
+            h, tr = m.step(ids[:, t], state)
+            hidden.append(h)
+            tracks.append(tr)
+    assert torch.allclose(torch.stack(hidden, 1), parallel.hidden, atol=1e-10)
+    assert torch.allclose(torch.stack(tracks, 1), parallel.track, atol=1e-10)
+    with pytest.raises(ValueError, match="causal"):
+        model(small(mixer)).init_state()
+
+
+def test_causal_outputs_do_not_see_the_future():
+    m = model(small("hybrid", causal=True))
+    ids = token_batch(b=1, n=30, lengths=(30,))
+    changed = ids.clone()
+    changed[0, 20:] = 7
+    a, b = m(ids).hidden, m(changed).hidden
+    assert torch.allclose(a[0, :20], b[0, :20], atol=1e-12) and not torch.allclose(a[0, 20:], b[0, 20:])
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_seeded_determinism(mixer):
+    ids = token_batch()
+    a, b = model(small(mixer), seed=3)(ids), model(small(mixer), seed=3)(ids)
+    assert torch.equal(a.logits, b.logits) and torch.equal(a.hidden, b.hidden)
+    c = model(small(mixer), seed=4)(ids)
+    assert not torch.equal(a.logits, c.logits)
+
+
+def test_favor_redraw_schedule():
+    cfg = small("favor", favor_redraw_interval=5)
+    m1, m2 = model(cfg), model(cfg)
+    w0 = m1.blocks[0].mixer.projection.clone()
+    assert not torch.equal(w0, m1.blocks[1].mixer.projection)  # layers draw differently
+    m1.train()
+    m2.train()
+    assert not m1.redraw_favor_features(3) and torch.equal(m1.blocks[0].mixer.projection, w0)
+    assert m1.redraw_favor_features(10) and not torch.equal(m1.blocks[0].mixer.projection, w0)
+    assert m2.redraw_favor_features(10)
+    assert torch.equal(m1.blocks[0].mixer.projection, m2.blocks[0].mixer.projection)  # same on every "rank"
+    m1.eval()
+    w = m1.blocks[0].mixer.projection.clone()
+    assert not m1.redraw_favor_features(15) and torch.equal(m1.blocks[0].mixer.projection, w)  # fixed in eval
+    assert "blocks.0.mixer.projection" in m1.state_dict()  # saved with the model
+
+
+def test_checkpointing_gives_the_same_gradients():
+    ids = token_batch()
+    grads = []
+    for ckpt in (False, True):
+        m = model(small("hybrid", checkpointing=ckpt, dropout=0.0)).train()
+        loss = m(ids).logits.sum() + m(ids).track.sum()
+        loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-10)
+
+
+def test_config_checks_and_round_trip():
+    cfg = small("favor")
+    assert config_from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown encoder settings"):
+        config_from_dict({"d_model": 8, "colour": "red"})
+    with pytest.raises(ValueError, match="mixer"):
+        small("performer")
+    with pytest.raises(ValueError, match="divisible"):
+        small(d_model=25)
+    with pytest.raises(ValueError, match="multiple of window"):
+        small("hybrid", chunk_size=20)
+
+
+def test_float32_long_input_streams_with_small_memory_footprint():
+    """A few thousand tokens through the streaming path in float32: finite and equal to the plain path."""
+    torch.manual_seed(0)
+    m = Encoder(small("linear", chunk_size=512)).eval()
+    ids = torch.randint(5, 69, (1, 5000))
+    with torch.no_grad():
+        streamed = m(ids)
+        plain = m(ids, stream=False)
+    assert torch.isfinite(streamed.hidden).all()
+    assert torch.allclose(streamed.hidden, plain.hidden, atol=1e-4, rtol=1e-4)
