@@ -250,7 +250,7 @@ class Mixer(nn.Module):
         """x (B, d) for the next token -> (B, d); ``state`` is updated in place."""
         cfg = self.cfg
         q, k, v = self._qkv(x[:, None])
-        if cfg.mixer == "softmax" or cfg.mixer == "hybrid":
+        if cfg.mixer in ("softmax", "hybrid"):  # softmax over the cached keys (hybrid: of the current window)
             start_new_window = cfg.mixer == "hybrid" and state["t"] % cfg.window == 0
             if state["k"] is None or start_new_window:
                 state["k"], state["v"] = k, v
@@ -343,6 +343,8 @@ class Encoder(nn.Module):
         x = self.embed(ids)
         if stream is None:
             stream = not torch.is_grad_enabled() and ids.shape[1] > cfg.chunk_size and cfg.mixer != "softmax"
+        elif stream and cfg.mixer == "softmax":
+            raise ValueError("the softmax mixer is quadratic and has no streaming path")
         if stream:
             for block in self.blocks:
                 block.stream_(x, mask_or_none, cfg.chunk_size)

@@ -151,6 +151,8 @@ def test_config_checks_and_round_trip():
         small(d_model=25)
     with pytest.raises(ValueError, match="multiple of window"):
         small("hybrid", chunk_size=20)
+    with pytest.raises(ValueError, match="no streaming path"), torch.no_grad():
+        model(small("softmax"))(token_batch(), stream=True)
 
 
 def test_float32_long_input_streams_with_small_memory_footprint():
@@ -163,3 +165,21 @@ def test_float32_long_input_streams_with_small_memory_footprint():
         plain = m(ids, stream=False)
     assert torch.isfinite(streamed.hidden).all()
     assert torch.allclose(streamed.hidden, plain.hidden, atol=1e-4, rtol=1e-4)
+
+
+def test_streaming_never_forms_full_length_projections(monkeypatch):
+    """In the streaming path q, k, v and the attention features exist for one chunk at a time."""
+    import genolin.model as model_mod
+    import genolin.ops.linear_attn as la
+
+    seen = []
+    original = la.elementwise_features
+    monkeypatch.setattr(la, "elementwise_features", lambda x, fm: (seen.append(x.shape[1]), original(x, fm))[1])
+    qkv_lengths = []
+    original_qkv = model_mod.Mixer._qkv
+    monkeypatch.setattr(model_mod.Mixer, "_qkv", lambda self, x: (qkv_lengths.append(x.shape[1]),
+                                                                   original_qkv(self, x))[1])
+    m = model(small("hybrid", chunk_size=16))
+    with torch.no_grad():
+        m(token_batch(n=100, lengths=(100, 60, 9)))
+    assert max(seen) <= 16 and max(qkv_lengths) <= 16

@@ -238,3 +238,18 @@ def test_argument_checks():
         linear_attention(q, k, v, key_padding_mask=torch.ones(1, 5, dtype=torch.bool))
     with pytest.raises(NotImplementedError, match="Triton backend"):
         linear_attention(q, k, v, backend="triton")
+
+
+@pytest.mark.parametrize("fm", FEATURE_MAPS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_chunking_bounds_the_feature_tensors(fm, causal, monkeypatch):
+    """With chunk_size C no feature tensor covers more than C tokens (so (N, H, M) is never whole)."""
+    import genolin.ops.linear_attn as la
+
+    seen = []
+    for name in ("elementwise_features", "favor_logits"):
+        original = getattr(la, name)
+        monkeypatch.setattr(la, name, lambda x, *a, _f=original, **kw: (seen.append(x.shape[1]), _f(x, *a, **kw))[1])
+    q, k, v = inputs(b=1, n=100, d=4, e=3)
+    linear_attention(q, k, v, feature_map=fm, projection=projection_for(fm, 4), causal=causal, chunk_size=16)
+    assert seen and max(seen) <= 16

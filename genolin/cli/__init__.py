@@ -20,6 +20,7 @@ from genolin import __version__
 # subcommand name -> "module:attribute", in the order a user meets them
 COMMANDS = {
     "tokenize": "genolin.cli.tokenize:tokenize",
+    "bench": "genolin.cli.bench:bench",
 }
 
 

@@ -1,6 +1,6 @@
 """Attention operators (each with a plain reference beside any fast version, as in fla).
 
-- ``linear_attention(q, k, v, ...)``: the public op, (B, N, H, D) layout; see ``linear_attention.py``.
+- ``linear_attention(q, k, v, ...)``: the public op, (B, N, H, D) layout; see ``linear_attn.py``.
 - ``accumulate_state`` / ``query_state`` / ``causal_linear_attention`` / ``linear_attention_step``: the same
   computation split so callers can stream over chunks or tokens.
 - ``naive_linear_attention``: the formula with an explicit N x N kernel matrix (tests only).
@@ -9,7 +9,7 @@
 """
 
 from genolin.ops.feature_maps import FEATURE_MAPS, elementwise_features, favor_logits, favor_projection
-from genolin.ops.linear_attention import (
+from genolin.ops.linear_attn import (
     LinearAttentionState,
     accumulate_state,
     causal_linear_attention,

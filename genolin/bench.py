@@ -1,0 +1,315 @@
+"""Benchmarks: the attention comparison behind ``genolin bench attention``.
+
+For each attention variant and sequence length N, on random q, k (B, N, H, D) and v (B, N, H, E):
+forward time, forward+backward time, peak memory beyond the inputs, and the approximation error to exact
+softmax attention (relative RMS error and cosine similarity of the outputs) where softmax fits (N up to
+``softmax_max_n``). Times are medians of repeated runs (CUDA events on a GPU). Peak memory is the CUDA
+allocator's peak on a GPU and the process's peak resident memory (VmHWM, reset between runs) on a CPU.
+The result is a dict (written as JSON) and a log-log plot of time against N with fitted slopes.
+
+The "hybrid" row is a cost proxy for the hybrid mixer: the plain average of softmax inside windows and global
+elu attention (the model learns a gate instead), so its error column is no approximation claim. All rows run
+genolin's PyTorch reference path; the fused GPU kernels are a separate backend.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import json
+import logging
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from genolin import __version__
+from genolin.ops import favor_projection, linear_attention, softmax_attention
+
+log = logging.getLogger(__name__)
+
+VARIANTS = ("softmax", "elu", "relu", "exp", "favor", "hybrid")
+
+
+def _attention_fn(variant: str, *, head_dim: int, favor_features: int, window: int, chunk_size: int | None,
+                  device) -> Callable:
+    """A function (q, k, v) -> o for one variant."""
+    if variant == "softmax":
+        return softmax_attention
+    if variant in ("elu", "relu", "exp"):
+        return lambda q, k, v: linear_attention(q, k, v, feature_map=variant, chunk_size=chunk_size)
+    if variant == "favor":
+        w = favor_projection(favor_features, head_dim, seed=0, device=device)
+        return lambda q, k, v: linear_attention(q, k, v, feature_map="favor", projection=w, chunk_size=chunk_size)
+    if variant == "hybrid":
+        def hybrid(q, k, v):
+            b, n, h, d = q.shape
+            pad = -n % window
+            qp, kp, vp = (torch.nn.functional.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
+            mask = torch.arange(n + pad, device=q.device) < n
+            nw = (n + pad) // window
+            local = softmax_attention(*(t.reshape(b * nw, window, h, -1) for t in (qp, kp, vp)),
+                                      key_padding_mask=mask.expand(b, -1).reshape(b * nw, window))
+            glob = linear_attention(q, k, v, feature_map="elu", chunk_size=chunk_size)
+            return 0.5 * (local.reshape(b, n + pad, h, -1)[:, :n] + glob)
+        return hybrid
+    raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
+
+
+class _Memory:
+    """Peak memory of a region beyond what was allocated when it started."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def start(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+        else:
+            gc.collect()
+            try:
+                with open("/proc/self/clear_refs", "w") as fh:
+                    fh.write("5")  # reset the peak resident set size (Linux)
+            except OSError:
+                pass
+            self.base = _status_kib("VmRSS")
+
+    def peak(self) -> int | None:
+        if self.cuda:
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated() - self.base
+        hwm = _status_kib("VmHWM")
+        # VmHWM restarts at the resident size of the reset; pages freed since can put it a little under the base
+        return None if hwm is None or self.base is None else max(hwm - self.base, 0) * 1024
+
+
+def _status_kib(key: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _time(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Median milliseconds of fn() after one warm-up run."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def run_attention_benchmark(
+    *,
+    lengths: Sequence[int],
+    variants: Sequence[str] = VARIANTS,
+    batch: int = 1,
+    heads: int = 8,
+    head_dim: int = 64,
+    value_dim: int | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+    repeats: int = 5,
+    favor_features: int = 128,
+    window: int = 128,
+    chunk_size: int | None = None,
+    softmax_max_n: int = 8192,
+    backward: bool = True,
+    input_scale: float = 0.5,
+    seed: int = 0,
+) -> dict:
+    """Run the comparison; returns {"meta": ..., "rows": [...]} (one row per variant and N).
+
+    q and k are drawn N(0, input_scale^2): moderate norms, where FAVOR+ is meant to approximate softmax
+    (its estimator variance grows like exp(|q|^2 / sqrt(D))).
+    """
+    dev = torch.device(device)
+    settings = dict(batch=batch, heads=heads, head_dim=head_dim, value_dim=value_dim or head_dim, dtype=dtype,
+                    repeats=repeats, favor_features=favor_features, window=window, chunk_size=chunk_size,
+                    softmax_max_n=softmax_max_n, input_scale=input_scale, seed=seed)
+    rows = []
+    for n in lengths:
+        rows += _rows_for_length(n, variants, dev, backward=backward, **settings)
+    return {"meta": _meta(dev, **settings), "rows": rows}
+
+
+def _rows_for_length(n, variants, dev, *, batch, heads, head_dim, value_dim, dtype, repeats, favor_features, window,
+                     chunk_size, softmax_max_n, input_scale, seed, backward) -> list[dict]:
+    tdtype = getattr(torch, dtype)
+    g = torch.Generator(device="cpu").manual_seed(seed + n)
+    q, k = (torch.randn(batch, n, heads, head_dim, generator=g).mul(input_scale).to(dev, tdtype) for _ in range(2))
+    v = torch.randn(batch, n, heads, value_dim, generator=g).to(dev, tdtype)
+    grad = torch.randn(batch, n, heads, value_dim, generator=g).to(dev, tdtype)
+    exact = softmax_attention(q.float(), k.float(), v.float()).double() if n <= softmax_max_n else None
+    memory = _Memory(dev)
+    rows = []
+    for variant in variants:
+        if variant == "softmax" and n > softmax_max_n:
+            continue
+        fn = _attention_fn(variant, head_dim=head_dim, favor_features=favor_features, window=window,
+                           chunk_size=chunk_size, device=dev)
+        row = {"variant": variant, "n": n}
+        with torch.no_grad():
+            memory.start()
+            out = fn(q, k, v)
+            row["forward_peak_bytes"] = memory.peak()
+            row["forward_ms"] = _time(lambda fn=fn: fn(q, k, v), dev, repeats)
+        if exact is not None:
+            o = out.double()
+            row["rel_error_to_softmax"] = ((o - exact).norm() / exact.norm()).item()
+            row["cosine_to_softmax"] = torch.nn.functional.cosine_similarity(o.flatten(), exact.flatten(),
+                                                                             dim=0).item()
+        del out
+        if backward:
+            qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+
+            def fwd_bwd(fn=fn, qg=qg, kg=kg, vg=vg):
+                torch.autograd.backward(fn(qg, kg, vg), grad)
+                qg.grad = kg.grad = vg.grad = None
+
+            memory.start()
+            fwd_bwd()
+            row["forward_backward_peak_bytes"] = memory.peak()
+            row["forward_backward_ms"] = _time(fwd_bwd, dev, repeats)
+        rows.append(row)
+        log.info("%-8s N=%-9d fwd %9.2f ms  fwd+bwd %9s ms", variant, n, row["forward_ms"],
+                 f"{row['forward_backward_ms']:.2f}" if backward else "-")
+    return rows
+
+
+def _meta(dev: torch.device, **settings) -> dict:
+    meta = {"benchmark": "attention", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "device": dev.type, "cpu": _cpu_name(), "threads": torch.get_num_threads(), **settings}
+    if dev.type == "cuda":
+        meta["gpu"] = torch.cuda.get_device_name(dev)
+        meta["cuda"] = torch.version.cuda
+    try:
+        import triton
+
+        meta["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return meta
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def fitted_slopes(rows: list[dict], key: str, min_n: int = 4096) -> dict[str, float]:
+    """Slope of log(time) against log(N) per variant, over N >= min_n (all N if fewer than two such)."""
+    import numpy as np
+
+    slopes = {}
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        pts = [(r["n"], r[key]) for r in rows if r["variant"] == variant and r.get(key)]
+        big = [p for p in pts if p[0] >= min_n]
+        pts = big if len(big) >= 2 else pts
+        if len(pts) >= 2:
+            x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+            slopes[variant] = float(np.polyfit(x, y, 1)[0])
+    return slopes
+
+
+def format_table(result: dict) -> str:
+    """A fixed-width table of the rows."""
+    head = (f"{'variant':<8} {'N':>9} {'fwd ms':>10} {'fwd+bwd ms':>11} {'fwd MiB':>9} {'f+b MiB':>9} "
+            f"{'rel.err':>8} {'cosine':>7}")
+    lines = [head, "-" * len(head)]
+
+    def mib(x):
+        return f"{x / 2**20:9.1f}" if x is not None else f"{'-':>9}"
+
+    for r in result["rows"]:
+        err = f"{r['rel_error_to_softmax']:8.4f}" if "rel_error_to_softmax" in r else f"{'-':>8}"
+        cos = f"{r['cosine_to_softmax']:7.4f}" if "cosine_to_softmax" in r else f"{'-':>7}"
+        fb = f"{r['forward_backward_ms']:11.2f}" if "forward_backward_ms" in r else f"{'-':>11}"
+        lines.append(f"{r['variant']:<8} {r['n']:>9,} {r['forward_ms']:10.2f} {fb} {mib(r['forward_peak_bytes'])} "
+                     f"{mib(r.get('forward_backward_peak_bytes'))} {err} {cos}")
+    for key, label in (("forward_ms", "forward"), ("forward_backward_ms", "forward+backward")):
+        slopes = fitted_slopes(result["rows"], key)
+        if slopes:
+            lines.append(f"log-log slope of {label} time vs N: "
+                         + ", ".join(f"{v} {s:.2f}" for v, s in slopes.items()))
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: str | Path) -> Path:
+    """Log-log plot of forward (and forward+backward) time against N, slopes in the legend; writes a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from genolin.io.atomic import atomic_path
+
+    keys = [k for k in ("forward_ms", "forward_backward_ms") if any(k in r for r in result["rows"])]
+    fig, axes = plt.subplots(1, len(keys), figsize=(6.2 * len(keys), 4.6), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        slopes = fitted_slopes(result["rows"], key)
+        for variant in dict.fromkeys(r["variant"] for r in result["rows"]):
+            pts = sorted((r["n"], r[key]) for r in result["rows"] if r["variant"] == variant and key in r)
+            if pts:
+                label = f"{variant} (slope {slopes[variant]:.2f})" if variant in slopes else variant
+                ax.loglog(*zip(*pts, strict=True), marker="o", label=label)
+        ax.set_xlabel("sequence length N (tokens)")
+        ax.set_ylabel("time (ms)")
+        ax.set_title("forward" if key == "forward_ms" else "forward + backward")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    meta = result["meta"]
+    where = meta.get("gpu") or f"{meta['cpu']} ({meta['threads']} threads)"
+    fig.suptitle(f"genolin attention, B={meta['batch']} H={meta['heads']} D={meta['head_dim']} {meta['dtype']}, "
+                 f"{where}", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+    return path
+
+
+def write_result(result: dict, json_path: str | Path) -> Path:
+    from genolin.io.atomic import atomic_open
+
+    with atomic_open(json_path) as fh:
+        json.dump(result, fh, indent=2)
+        fh.write("\n")
+    return Path(json_path)
+
+
+def default_lengths(device: str) -> list[int]:
+    if device.startswith("cuda"):
+        return [2**p for p in range(12, 19, 2)] + [1_000_000]  # 4 K .. 256 K, then 1 M
+    return [1024, 4096, 16384, 65536, 262144]
+
+
+__all__ = ["VARIANTS", "default_lengths", "fitted_slopes", "format_table", "plot", "run_attention_benchmark",
+           "write_result"]
