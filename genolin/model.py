@@ -62,7 +62,7 @@ class EncoderConfig:
     mlp_ratio: float = 8 / 3  # gated MLP hidden size / d_model
     dropout: float = 0.0
     causal: bool = False
-    n_classes: int = 2
+    n_classes: int = 2  # 0: no sequence head
     track_channels: int = 0  # 0: no track head
     pooling: str = "mean"  # mean | attention
     chunk_size: int = 16384  # tokens per chunk for the attention op and for streaming inference
@@ -95,7 +95,7 @@ class EncoderConfig:
 @dataclass
 class EncoderOutput:
     hidden: torch.Tensor  # (B, N, d)
-    logits: torch.Tensor  # (B, n_classes)
+    logits: torch.Tensor | None  # (B, n_classes); None without a sequence head (n_classes = 0)
     track: torch.Tensor | None = None  # (B, N, track_channels)
 
 
@@ -330,8 +330,9 @@ class Encoder(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = nn.RMSNorm(cfg.d_model)
-        self.pool_score = nn.Linear(cfg.d_model, 1) if cfg.pooling == "attention" else None
-        self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)
+        has_classes = cfg.n_classes > 0
+        self.pool_score = nn.Linear(cfg.d_model, 1) if has_classes and cfg.pooling == "attention" else None
+        self.classifier = nn.Linear(cfg.d_model, cfg.n_classes) if has_classes else None
         self.track_head = nn.Linear(cfg.d_model, cfg.track_channels) if cfg.track_channels else None
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None):
@@ -375,7 +376,7 @@ class Encoder(nn.Module):
         if mask is None:
             mask = ids != self.cfg.pad_id
         hidden = self.encode(ids, mask, stream=stream)
-        logits = self.classifier(self.pool(hidden, mask))
+        logits = self.classifier(self.pool(hidden, mask)) if self.classifier is not None else None
         track = self.track_head(hidden) if self.track_head is not None else None
         return EncoderOutput(hidden=hidden, logits=logits, track=track)
 

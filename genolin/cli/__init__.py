@@ -20,6 +20,9 @@ from genolin import __version__
 # subcommand name -> "module:attribute", in the order a user meets them
 COMMANDS = {
     "tokenize": "genolin.cli.tokenize:tokenize",
+    "train": "genolin.cli.train:train",
+    "evaluate": "genolin.cli.evaluate:evaluate",
+    "predict": "genolin.cli.predict:predict",
     "bench": "genolin.cli.bench:bench",
 }
 

@@ -1,0 +1,87 @@
+"""``genolin train``: labelled sequences -> classifier, or genome(s) + TSS BED -> promoter track model."""
+
+from __future__ import annotations
+
+import click
+
+DEVICES = click.Choice(["auto", "cpu", "cuda"])
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--fasta", multiple=True, metavar="FASTA",
+              help="Training FASTA: labelled sequences (label= in headers, or with --labels), or genome(s) with "
+                   "--tss (repeat for several genomes).")
+@click.option("--csv", metavar="CSV", help="Training CSV/TSV with 'sequence' and 'label' columns.")
+@click.option("--labels", metavar="TSV", help="id<TAB>label for the records of --fasta.")
+@click.option("--tss", metavar="BED", help="TSS BED (strand in column 6): train a genome track model.")
+@click.option("--val-fasta", multiple=True, metavar="FASTA", help="Validation FASTA (labelled set or genome).")
+@click.option("--val-csv", metavar="CSV", help="Validation CSV/TSV.")
+@click.option("--val-labels", metavar="TSV", help="id<TAB>label for --val-fasta.")
+@click.option("--val-tss", metavar="BED", help="TSS BED of --val-fasta genomes (default for tracks: the held-out "
+                                                 "end of each training contig).")
+@click.option("--out", metavar="RUN_DIR", help="Run directory to create (config, weights, metrics, log).")
+@click.option("--preset", type=click.Choice(["tiny", "small", "base"]), default="tiny",
+              help="Model size and budget; tiny trains on 2 CPU cores in minutes.")
+@click.option("--config", "config_yaml", metavar="YAML", help="Settings overriding the preset (any TrainConfig key: "
+                                                               "k, stride, window, d_model, n_layers, mixer, lr ...).")
+@click.option("--device", type=DEVICES, default="auto", help="Where to train.")
+@click.option("--seed", type=int, default=None, help="Random seed [default: 0].")
+@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Epochs [default: from the preset].")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Stop after this many optimizer steps.")
+@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Stop after this many minutes (a checkpoint is written; continue with --resume).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Batch size [default: from the preset].")
+@click.option("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR (its data and settings; --epochs, "
+                                                   "--max-steps and --max-minutes may change).")
+def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out, preset, config_yaml, device, seed,
+          epochs, max_steps, max_minutes, batch_size, resume) -> None:
+    """Train a promoter model.
+
+    \b
+    Sequence classifier:  genolin train --fasta TRAIN.fa --val-fasta DEV.fa --out RUN
+                          genolin train --csv train.csv --val-csv dev.csv --out RUN
+    Genome track model:   genolin train --fasta GENOME.fa.bgz --tss TSS.bed --out RUN
+    """
+    import logging
+
+    from genolin import checkpoint as ckpt
+    from genolin.errors import InputError
+    from genolin.train import DataSpec, TrainConfig, make_config, read_yaml_config
+    from genolin.train import train as run_training
+
+    cli_values = {k: v for k, v in dict(seed=seed, epochs=epochs, max_steps=max_steps, max_minutes=max_minutes,
+                                        batch_size=batch_size).items() if v is not None}
+    if resume:
+        saved = ckpt.read_json(f"{resume}/{ckpt.CONFIG}")
+        try:
+            cfg = TrainConfig(**{**saved["train"], **cli_values})
+            spec = DataSpec(**saved["data"])
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"{resume}/{ckpt.CONFIG}", f"not a genolin run configuration ({exc})") from None
+        out = resume
+    else:
+        if not out:
+            raise click.UsageError("--out RUN_DIR is required (or --resume RUN_DIR)")
+        if tss:
+            task = "track"
+            if not fasta:
+                raise click.UsageError("--tss needs the genome(s) as --fasta")
+            if csv or labels:
+                raise click.UsageError("--csv/--labels are for sequence classifiers, not with --tss")
+            if val_fasta and not val_tss:
+                raise click.UsageError("--val-fasta of a track model needs --val-tss")
+        else:
+            task = "sequence"
+            if bool(csv) == bool(fasta):
+                raise click.UsageError("give the training sequences as --csv or as --fasta (not both)")
+            if len(fasta) > 1 or len(val_fasta) > 1:
+                raise click.UsageError("a sequence classifier takes one --fasta and one --val-fasta")
+        overrides = read_yaml_config(config_yaml) if config_yaml else {}
+        cfg = make_config(task, preset, {**overrides, **cli_values}, source=config_yaml or "--config")
+        spec = DataSpec(task=task, fasta=list(fasta), csv=csv, labels=labels, tss=tss, val_fasta=list(val_fasta),
+                        val_csv=val_csv, val_labels=val_labels, val_tss=val_tss)
+    summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
+    logging.getLogger("genolin").info(
+        "done: %d epoch(s), %d steps, best validation score %s (epoch %s) in %.1f min -> %s", summary["epochs"],
+        summary["steps"], "n/a" if summary["best_score"] is None else f"{summary['best_score']:.4f}",
+        summary["best_epoch"], summary["seconds"] / 60, out)
