@@ -1,0 +1,275 @@
+"""train / evaluate / predict end to end on small slices of the bundled data, resume, augmentation, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, ECOLI_BGZ, GUE_TATA
+
+from genolin.cli import cli
+from genolin.data import SequenceData, TrackData, Window
+from genolin.io.bed import Interval
+from genolin.io.fasta import Genome, read_fasta
+from genolin.io.labelled import load_labelled
+from genolin.predict import PeakCaller
+from genolin.tokenize import kmer_ids, reverse_complement
+
+GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
+
+
+def run(*args):
+    result = CliRunner().invoke(cli, ["-q", *map(str, args)])
+    return result
+
+
+@pytest.fixture(scope="module")
+def gue_small(tmp_path_factory):
+    """300 training and 100 dev rows of GUE prom_core_tata."""
+    d = tmp_path_factory.mktemp("gue")
+    for name, n in (("train", 300), ("dev", 100)):
+        lines = (GUE_TATA / f"{name}.csv").read_text().splitlines()
+        (d / f"{name}.csv").write_text("\n".join(lines[: n + 1]) + "\n")
+    return d
+
+
+@pytest.fixture(scope="module")
+def genome_small(tmp_path_factory):
+    """Two contigs cut from E. coli (60 kb and 9 kb, one N run) and their gene starts."""
+    d = tmp_path_factory.mktemp("genome")
+    (rec,) = read_fasta(ECOLI_BGZ)
+    a = rec.seq[:60_000]
+    b = bytearray(rec.seq[100_000:109_000])
+    b[4000:4300] = b"N" * 300
+    with open(d / "g.fa", "w") as fh:
+        for name, seq in (("chrA", a), ("chrB", bytes(b))):
+            fh.write(f">{name}\n")
+            fh.writelines(seq[i:i + 70].decode() + "\n" for i in range(0, len(seq), 70))
+    with open(d / "tss.bed", "w") as fh:
+        for line in GENE_STARTS.read_text().splitlines():
+            f = line.split("\t")
+            pos = int(f[1])
+            for name, lo, hi in (("chrA", 0, 60_000), ("chrB", 100_000, 109_000)):
+                if lo <= pos < hi:
+                    fh.write(f"{name}\t{pos - lo}\t{pos - lo + 1}\t{f[3]}\t0\t{f[5]}\n")
+    (d / "tiny.yaml").write_text("window: 2048\nwindows_per_epoch: 24\nbatch_size: 4\nd_model: 32\n")
+    return d
+
+
+def test_sequence_train_evaluate_predict(tmp_path, gue_small):
+    out = tmp_path / "run"
+    r = run("train", "--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--out", out,
+            "--epochs", 2, "--seed", 3)
+    assert r.exit_code == 0, r.output
+    for name in ("config.json", "model.safetensors", "best.safetensors", "optimizer.safetensors",
+                 "trainer_state.json", "metrics.jsonl", "train.log"):
+        assert (out / name).exists(), name
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2] and all("mcc" in r["val"] for r in records)
+    config = json.loads((out / "config.json").read_text())
+    assert config["task"] == "sequence" and config["classes"] == ["0", "1"] and config["train"]["seed"] == 3
+
+    r = run("evaluate", "--model", out, "--csv", gue_small / "dev.csv", "--out", tmp_path / "ev")
+    assert r.exit_code == 0, r.output
+    metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert metrics["n"] == 100 and 0 <= metrics["auroc"] <= 1 and len(metrics["confusion_matrix"]) == 2
+    assert (tmp_path / "ev" / "roc.png").exists() and "Confusion matrix" in (tmp_path / "ev" / "report.md").read_text()
+
+    fasta = tmp_path / "new.fa"
+    fasta.write_text(">a\nACGTACGTACGTNNACGT\n>b\nTATAAAAGGCGCGCCCATATATATAGG\n")
+    r = run("predict", "--model", out, "--fasta", fasta, "--out", tmp_path / "pred.tsv", "--rc-average")
+    assert r.exit_code == 0, r.output
+    lines = (tmp_path / "pred.tsv").read_text().splitlines()
+    assert lines[0].split("\t") == ["id", "length", "prob_0", "prob_1", "pred", "has_n"]
+    rows = [line.split("\t") for line in lines[1:]]
+    assert [(x[0], x[1], x[5]) for x in rows] == [("a", "18", "true"), ("b", "27", "false")]
+    for x in rows:
+        assert abs(float(x[2]) + float(x[3]) - 1) < 1e-5 and x[4] in ("0", "1")
+
+
+def test_track_train_predict_evaluate(tmp_path, genome_small):
+    out = tmp_path / "track"
+    r = run("train", "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed", "--out", out,
+            "--epochs", 1, "--config", genome_small / "tiny.yaml")
+    assert r.exit_code == 0, r.output
+    record = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert set(record["val"]) >= {"plus", "minus", "pooled"}
+
+    prefix = tmp_path / "pred"
+    r = run("predict", "--model", out, "--fasta", genome_small / "g.fa", "--out", prefix, "--threshold", "0.0",
+            "--min-distance", "200", "--rc-average")
+    assert r.exit_code == 0, r.output
+    lengths = {"chrA": 60_000, "chrB": 9_000}
+    for strand in ("plus", "minus"):
+        lines = (tmp_path / f"pred.{strand}.bedGraph").read_text().splitlines()
+        assert lines[0].startswith("track type=bedGraph")
+        covered = {c: 0 for c in lengths}
+        order = []
+        for line in lines[1:]:
+            contig, start, end, value = line.split("\t")
+            start, end, value = int(start), int(end), float(value)
+            assert start == covered[contig] and start < end <= lengths[contig] and 0 <= value <= 1
+            covered[contig] = end
+            if not order or order[-1] != contig:
+                order.append(contig)
+        assert covered == lengths and order == ["chrA", "chrB"]  # every base, sorted, FASTA order
+    # the N run of chrB (4,000-4,300) has probability 0 in its whole bins
+    minus = [line.split("\t") for line in (tmp_path / "pred.minus.bedGraph").read_text().splitlines()[1:]]
+    for contig, start, end, value in minus:
+        if contig == "chrB" and int(start) >= 4000 and int(end) <= 4300:
+            assert float(value) == 0.0
+    peaks = [line.split("\t") for line in (tmp_path / "pred.peaks.bed").read_text().splitlines()[1:]]
+    assert peaks, "threshold 0 must call peaks"
+    by_strand: dict = {}
+    for contig, start, end, name, score, strand in peaks:
+        start, end = int(start), int(end)
+        assert start % 4 == 0 and end - start <= 4 and end <= lengths[contig] and strand in "+-"
+        assert 0 <= int(score) <= 1000 and name.startswith("promoter_")
+        by_strand.setdefault((contig, strand), []).append(start)
+    for starts in by_strand.values():
+        assert starts == sorted(starts) and min(np.diff(starts), default=10**9) > 200
+
+    r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
+            "--out", tmp_path / "ev")
+    assert r.exit_code == 0, r.output
+    metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    bins = 60_000 // 4 + 9_000 // 4
+    assert metrics["plus"]["n"] == bins and metrics["pooled"]["n"] == 2 * bins
+    assert metrics["pooled"]["positives"] > 0 and 0 < metrics["pooled"]["positive_rate"] < 0.1
+
+
+def test_resume_equals_uninterrupted(tmp_path, gue_small):
+    common = ["--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--epochs", 2,
+              "--config", tmp_path / "c.yaml"]
+    (tmp_path / "c.yaml").write_text("batch_size: 50\nd_model: 32\nn_layers: 1\ndropout: 0.2\n")  # 6 steps/epoch
+    assert run("train", *common, "--out", tmp_path / "a").exit_code == 0
+    r = run("train", *common, "--out", tmp_path / "b", "--max-steps", 8)  # stops inside epoch 2
+    assert r.exit_code == 0, r.output
+    state = json.loads((tmp_path / "b" / "trainer_state.json").read_text())
+    assert (state["epoch"], state["batch"], state["step"]) == (1, 2, 8)
+    r = run("train", "--resume", tmp_path / "b", "--max-steps", 1000)
+    assert r.exit_code == 0, r.output
+    from genolin.checkpoint import load_tensors
+
+    wa, _ = load_tensors(tmp_path / "a" / "model.safetensors")
+    wb, _ = load_tensors(tmp_path / "b" / "model.safetensors")
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        assert np.array_equal(wa[key].numpy(), wb[key].numpy()), key
+    ma = (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()
+    mb = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(ma[-1])["val"] == json.loads(mb[-1])["val"]
+
+
+def test_reverse_complement_window_mirrors_targets():
+    genome = Genome(ECOLI_BGZ)
+    tss = [Interval("NC_000913.3", 1_000 + 37, 1_000 + 38, "p", None, "+"),
+           Interval("NC_000913.3", 1_000 + 500, 1_000 + 501, "m", None, "-"),
+           Interval("NC_000913.3", 1_000 + 1023, 1_000 + 1024, "edge", None, "+")]
+    data = TrackData(genome, tss, window=1024, k=6, stride=4, tolerance=1)
+    w = Window("NC_000913.3", 1_000, 256)
+    fwd, rc = data.targets(w), data.targets(w, rc=True)
+    assert fwd[:, 0].sum() == 5 and fwd[:, 1].sum() == 3  # (edge bin: tolerance clipped)
+    assert fwd[9, 0] == 1 and fwd[125, 1] == 1 and fwd[255, 0] == 1
+    assert np.array_equal(rc, fwd[::-1, ::-1])
+    # RC tokens: the k-mers of the reverse-complemented window, bin by bin
+    seq = genome.fetch("NC_000913.3", 1_000 - 5, 1_000 + 1024 + 5)
+    assert np.array_equal(data.tokens(w, rc=True), kmer_ids(reverse_complement(seq)[5:], 6, 4)[:256])
+    assert np.array_equal(data.tokens(w), kmer_ids(seq[5:], 6, 4)[:256])
+    # the reverse strand's TSS at 1,500 is at bin (1024 - 1 - 500) // 4 = 130 of the RC window, plus strand
+    assert rc[130, 0] == 1
+
+
+def test_sequence_rc_by_token_map_equals_retokenizing():
+    dataset = load_labelled(GUE_TATA / "dev.csv")
+    by_map = SequenceData(dataset, k=6, stride=1)
+    by_seq = SequenceData(dataset, k=6, stride=1)
+    by_seq.tokens = None  # force the re-tokenizing path
+    for i in range(0, 600, 37):
+        for shift in (0, 2):
+            assert np.array_equal(by_map.tokens_of(i, rc=True, shift=shift), by_seq.tokens_of(i, rc=True, shift=shift))
+
+
+def test_peak_caller_matches_definition():
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        p = np.round(rng.random(int(rng.integers(1, 200))), 1)
+        d = int(rng.integers(0, 10))
+        expected = [i for i, v in enumerate(p) if v >= 0.6 and (i == 0 or v > p[max(0, i - d):i].max(initial=-1))
+                    and v >= p[i + 1:i + d + 1].max(initial=-1)]
+        caller, got, pos = PeakCaller(0.6, d), [], 0
+        while pos < len(p):
+            piece = p[pos:pos + int(rng.integers(1, 30))]
+            got += [b for b, _ in caller.feed(pos, piece, final=pos + len(piece) == len(p))]
+            pos += len(piece)
+        assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "code"),
+    [
+        (["--preset", "huge"], "huge", 2),
+        (["--config", "{mixer}"], "mixer must be one of", 1),
+        (["--config", "{colour}"], "unknown setting 'colour'", 1),
+    ],
+)
+def test_bad_train_options(tmp_path, gue_small, args, message, code):
+    (tmp_path / "mixer.yaml").write_text("mixer: performer\n")
+    (tmp_path / "colour.yaml").write_text("colour: red\n")
+    args = [a.format(mixer=tmp_path / "mixer.yaml", colour=tmp_path / "colour.yaml") for a in args]
+    r = run("train", "--csv", gue_small / "train.csv", "--out", tmp_path / "run", *args)
+    assert r.exit_code == code and message in r.output
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
+def test_bed_contig_missing_and_window_too_long(tmp_path, genome_small):
+    bad_bed = tmp_path / "bad.bed"
+    bad_bed.write_text("chrA\t10\t11\tx\t0\t+\nchrZ\t5\t6\ty\t0\t-\n")
+    r = run("train", "--fasta", genome_small / "g.fa", "--tss", bad_bed, "--out", tmp_path / "r1")
+    assert r.exit_code == 1 and "bad.bed:2: contig 'chrZ' is not in the FASTA" in r.output
+    (tmp_path / "big.yaml").write_text("window: 100000\n")
+    r = run("train", "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed", "--out", tmp_path / "r2",
+            "--config", tmp_path / "big.yaml")
+    assert r.exit_code == 1 and "window of 100,000 bp is longer than every contig" in r.output
+
+
+def test_model_directory_problems(tmp_path, gue_small):
+    out = tmp_path / "run"
+    assert run("train", "--csv", gue_small / "train.csv", "--out", out, "--max-steps", 2).exit_code == 0
+    target = ["--csv", gue_small / "dev.csv", "--out", tmp_path / "p.tsv"]
+    r = run("predict", "--model", tmp_path / "nothing", *target)
+    assert r.exit_code == 1 and "no such run directory" in r.output
+    (out / "model.safetensors").write_bytes(b"\x00garbage" * 10)
+    (out / "best.safetensors").unlink(missing_ok=True)
+    r = run("predict", "--model", out, *target)
+    assert r.exit_code == 1 and "model.safetensors: corrupt or unreadable safetensors file" in r.output
+    (out / "model.safetensors").unlink()
+    r = run("predict", "--model", out, *target)
+    assert r.exit_code == 1 and "model.safetensors: missing" in r.output
+    (out / "config.json").write_text("{not json")
+    r = run("predict", "--model", out, *target)
+    assert r.exit_code == 1 and "config.json: corrupt JSON" in r.output
+    assert not (tmp_path / "p.tsv").exists()
+    r = run("train", "--csv", gue_small / "train.csv", "--out", tmp_path / "again", "--max-steps", 1)
+    assert r.exit_code == 0
+    r = run("train", "--csv", gue_small / "train.csv", "--out", tmp_path / "again", "--max-steps", 1)
+    assert r.exit_code == 1 and "holds a run already" in r.output
+
+
+def test_distributed_two_processes_on_cpu(tmp_path, gue_small):
+    """torchrun --nproc-per-node 2 with gloo: both ranks train in step, rank 0 writes the run."""
+    out = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29531",
+           "-m", "genolin", "-q", "train", "--csv", str(gue_small / "train.csv"), "--val-csv",
+           str(gue_small / "dev.csv"), "--out", str(out), "--epochs", "1", "--device", "cpu"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["epoch"] == 1 and state["step"] == 2  # 5 batches of 64 -> 2 per rank
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
