@@ -11,6 +11,8 @@ def progress_bar(*, total: int | None = None, unit: str = "it", desc: str = "", 
     from tqdm.auto import tqdm
 
     if enabled is None:
-        enabled = sys.stderr.isatty() and logging.getLogger("genolin").isEnabledFor(logging.INFO)
+        console = [h for h in logging.getLogger("genolin").handlers if isinstance(h, logging.StreamHandler)
+                   and not isinstance(h, logging.FileHandler)]
+        enabled = sys.stderr.isatty() and all(h.level <= logging.INFO for h in console)
     return tqdm(total=total, unit=unit, unit_scale=True, desc=desc, disable=not enabled, leave=False,
                 dynamic_ncols=True)

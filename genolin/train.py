@@ -106,8 +106,8 @@ PRESETS: dict[str, dict[str, dict]] = {
     "tiny": {
         "common": dict(d_model=64, n_layers=2, n_heads=4, lr=2e-3, warmup_steps=50, dropout=0.1, patience=3,
                        chunk_size=4096, favor_features=32),
-        "sequence": dict(k=6, stride=1, batch_size=64, epochs=6),
-        "track": dict(k=6, stride=4, window=4096, batch_size=8, epochs=5, windows_per_epoch=600),
+        "sequence": dict(k=4, stride=1, batch_size=64, epochs=15),
+        "track": dict(k=6, stride=4, window=4096, batch_size=8, epochs=16, windows_per_epoch=1000),
     },
     "small": {
         "common": dict(d_model=128, n_layers=4, n_heads=4, lr=1e-3, warmup_steps=200, favor_features=64),
@@ -215,6 +215,10 @@ def init_distributed(device: str) -> Dist:
     d = Dist(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0)))
     if not tdist.is_initialized():
         tdist.init_process_group(backend="nccl" if device == "cuda" else "gloo")
+    if not d.main:  # rank 0 alone talks: the other ranks' console shows warnings and errors only
+        for handler in logging.getLogger("genolin").handlers:
+            if type(handler) is logging.StreamHandler:
+                handler.setLevel(max(handler.level, logging.WARNING))
     return d
 
 
@@ -481,7 +485,7 @@ class Trainer:
         if self.dist.world > 1:
             import torch.distributed as tdist
 
-            tdist.barrier()
+            tdist.barrier(device_ids=[self.device.index] if self.device.type == "cuda" else None)
         return {"epochs": st["epoch"], "steps": st["step"], "best_score": st["best"], "best_epoch": st["best_epoch"],
                 "stopped": stopped, "seconds": time.monotonic() - t_start}
 
@@ -527,6 +531,7 @@ def train(cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, devic
     handler = None
     if trainer.dist.main:
         handler = logging.FileHandler(trainer.out / "train.log")
+        handler.setLevel(logging.INFO)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         logging.getLogger("genolin").addHandler(handler)
     try:
@@ -537,4 +542,8 @@ def train(cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, devic
         if handler is not None:
             logging.getLogger("genolin").removeHandler(handler)
             handler.close()
+        if trainer.dist.world > 1:
+            import torch.distributed as tdist
+
+            tdist.destroy_process_group()
     return summary

@@ -71,6 +71,7 @@ def test_sequence_train_evaluate_predict(tmp_path, gue_small):
         assert (out / name).exists(), name
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2] and all("mcc" in r["val"] for r in records)
+    assert "epoch 2: loss" in (out / "train.log").read_text()  # the log keeps INFO lines under -q
     config = json.loads((out / "config.json").read_text())
     assert config["task"] == "sequence" and config["classes"] == ["0", "1"] and config["train"]["seed"] == 3
 

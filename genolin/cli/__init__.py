@@ -69,8 +69,9 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     logger.handlers.clear()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter())
+    handler.setLevel(level)  # verbosity is the console's: files such as RUN_DIR/train.log keep INFO under -q
     logger.addHandler(handler)
-    logger.setLevel(level)
+    logger.setLevel(min(level, logging.INFO))
     logger.propagate = False
 
 
