@@ -2,8 +2,9 @@
 
 Sequence model: OUT is a TSV with columns id, length, prob_<class> for every class, pred, has_n.
 Track model: OUT is a prefix; writes
-    OUT.plus.bedGraph, OUT.minus.bedGraph   per-bin promoter probability, 0-based half-open, sorted, covering every
-                                            contig (runs of equal rounded values merged)
+    OUT.plus.bedGraph, OUT.minus.bedGraph   per-bin promoter probability (prior-corrected for the training positive
+                                            weight, so calibrated to the training positive rate), 0-based
+                                            half-open, sorted, covering every contig (equal rounded runs merged)
     OUT.peaks.bed                           BED6 promoter calls: a bin whose probability is >= threshold and the
                                             highest within +- min_distance bp on its strand; score = 1000 p
 Genome prediction streams over each contig with overlapping windows of the training length and keeps only the
@@ -164,8 +165,10 @@ def _window_probs(run: Run, data, pending, bases, *, rc: bool) -> list[np.ndarra
 
     arrays = [data.tokens(w, rc=rc, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
     ids, mask = pad_tokens(arrays)
-    out = run.model(ids.to(run.device), mask.to(run.device)).track.float()
-    probs = torch.sigmoid(out).cpu().numpy()
+    from genolin.train import track_probabilities
+
+    out = run.model(ids.to(run.device), mask.to(run.device)).track
+    probs = track_probabilities(out, run.config.get("pos_weight")).cpu().numpy()
     return [probs[i, : len(a)] for i, a in enumerate(arrays)]
 
 

@@ -387,7 +387,8 @@ class Trainer:
                 metrics = classification_metrics(self.val_data.dataset.labels, probs, self.classes)
                 metrics["score"] = metrics["mcc"]
                 return metrics
-            y, p = predict_window_probs(self.model, self.val_data, self.val_windows, self.cfg, self.device)
+            y, p = predict_window_probs(self.model, self.val_data, self.val_windows, self.cfg, self.device,
+                                        self.pos_weight)
             metrics = track_metrics(y, p)
             metrics["score"] = metrics["pooled"].get("auprc", 0.0)
             return metrics
@@ -510,14 +511,25 @@ def predict_sequence_probs(model, data, cfg: TrainConfig, device, *, rc_average:
     return out
 
 
+def track_probabilities(logits: torch.Tensor, pos_weight: float | None) -> torch.Tensor:
+    """Track logits -> probabilities, prior-corrected for the positive weight used in training.
+
+    Weighting positives by w multiplies the odds the model learns by w; subtracting ln(w) from the logits gives
+    probabilities calibrated to the training positive rate (the ranking, hence AUROC/AUPRC, is unchanged).
+    """
+    shift = math.log(pos_weight) if pos_weight and pos_weight > 0 else 0.0
+    return torch.sigmoid(logits.float() - shift)
+
+
 @torch.no_grad()
-def predict_window_probs(model, data, windows, cfg: TrainConfig, device) -> tuple[np.ndarray, np.ndarray]:
-    """Targets and sigmoid probabilities (n_bins, 2) over the windows, concatenated."""
+def predict_window_probs(model, data, windows, cfg: TrainConfig, device, pos_weight: float | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Targets and probabilities (n_bins, 2) over the windows, concatenated."""
     ys, ps = [], []
     for i in range(0, len(windows), cfg.batch_size):
         group = windows[i:i + cfg.batch_size]
         batch = data.collate(group).to(device)
-        probs = torch.sigmoid(model(batch.ids, batch.mask).track.float())
+        probs = track_probabilities(model(batch.ids, batch.mask).track, pos_weight)
         mask = batch.mask
         ys.append(batch.targets[mask].cpu().numpy())
         ps.append(probs[mask].cpu().numpy())

@@ -46,8 +46,9 @@ def genome_small(tmp_path_factory):
     a = rec.seq[:60_000]
     b = bytearray(rec.seq[100_000:109_000])
     b[4000:4300] = b"N" * 300
+    c = rec.seq[200_000:201_001]  # shorter than a window
     with open(d / "g.fa", "w") as fh:
-        for name, seq in (("chrA", a), ("chrB", bytes(b))):
+        for name, seq in (("chrA", a), ("chrB", bytes(b)), ("chrC", c)):
             fh.write(f">{name}\n")
             fh.writelines(seq[i:i + 70].decode() + "\n" for i in range(0, len(seq), 70))
     with open(d / "tss.bed", "w") as fh:
@@ -105,7 +106,7 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     r = run("predict", "--model", out, "--fasta", genome_small / "g.fa", "--out", prefix, "--threshold", "0.0",
             "--min-distance", "200", "--rc-average")
     assert r.exit_code == 0, r.output
-    lengths = {"chrA": 60_000, "chrB": 9_000}
+    lengths = {"chrA": 60_000, "chrB": 9_000, "chrC": 1_001}
     for strand in ("plus", "minus"):
         lines = (tmp_path / f"pred.{strand}.bedGraph").read_text().splitlines()
         assert lines[0].startswith("track type=bedGraph")
@@ -118,7 +119,7 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
             covered[contig] = end
             if not order or order[-1] != contig:
                 order.append(contig)
-        assert covered == lengths and order == ["chrA", "chrB"]  # every base, sorted, FASTA order
+        assert covered == lengths and order == ["chrA", "chrB", "chrC"]  # every base, sorted, FASTA order
     # the N run of chrB (4,000-4,300) has probability 0 in its whole bins
     minus = [line.split("\t") for line in (tmp_path / "pred.minus.bedGraph").read_text().splitlines()[1:]]
     for contig, start, end, value in minus:
@@ -139,7 +140,7 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
             "--out", tmp_path / "ev")
     assert r.exit_code == 0, r.output
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
-    bins = 60_000 // 4 + 9_000 // 4
+    bins = 60_000 // 4 + 9_000 // 4 + 251  # chrC: 1,001 bp -> 251 bins, the last one partial
     assert metrics["plus"]["n"] == bins and metrics["pooled"]["n"] == 2 * bins
     assert metrics["pooled"]["positives"] > 0 and 0 < metrics["pooled"]["positive_rate"] < 0.1
 
@@ -274,3 +275,34 @@ def test_distributed_two_processes_on_cpu(tmp_path, gue_small):
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["epoch"] == 1 and state["step"] == 2  # 5 batches of 64 -> 2 per rank
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+def test_labelled_fasta_forms_accumulation_and_early_stopping(tmp_path, gue_small):
+    """FASTA with label= headers and FASTA + labels TSV through the CLI; grad_accum 2; lr 0 stops early."""
+    rows = [line.split(",") for line in (gue_small / "train.csv").read_text().splitlines()[1:]]
+    with open(tmp_path / "lab.fa", "w") as fa, open(tmp_path / "plain.fa", "w") as fb, \
+            open(tmp_path / "labels.tsv", "w") as tsv:
+        tsv.write("id\tlabel\n")
+        for i, (seq, label) in enumerate(rows):
+            name = "promoter" if label == "1" else "background"
+            fa.write(f">s{i} label={name}\n{seq}\n")
+            fb.write(f">s{i}\n{seq}\n")
+            tsv.write(f"s{i}\t{name}\n")
+    (tmp_path / "c.yaml").write_text("grad_accum: 2\nbatch_size: 40\nd_model: 32\n")
+    r = run("train", "--fasta", tmp_path / "lab.fa", "--val-fasta", tmp_path / "lab.fa", "--out", tmp_path / "a",
+            "--epochs", 1, "--config", tmp_path / "c.yaml")
+    assert r.exit_code == 0, r.output
+    config = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert config["classes"] == ["background", "promoter"]
+    assert json.loads((tmp_path / "a" / "trainer_state.json").read_text())["step"] == 4  # 8 batches / 2
+    r = run("train", "--fasta", tmp_path / "plain.fa", "--labels", tmp_path / "labels.tsv", "--val-fasta",
+            tmp_path / "plain.fa", "--val-labels", tmp_path / "labels.tsv", "--out", tmp_path / "b", "--epochs", 1)
+    assert r.exit_code == 0, r.output
+    r = run("predict", "--model", tmp_path / "b", "--fasta", tmp_path / "plain.fa", "--out", tmp_path / "p.tsv")
+    assert r.exit_code == 0 and "prob_background\tprob_promoter" in (tmp_path / "p.tsv").read_text()
+    (tmp_path / "still.yaml").write_text("lr: 0.0\npatience: 2\nd_model: 32\n")  # nothing can improve
+    r = run("train", "--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--out", tmp_path / "c",
+            "--epochs", 10, "--config", tmp_path / "still.yaml")
+    assert r.exit_code == 0, r.output
+    state = json.loads((tmp_path / "c" / "trainer_state.json").read_text())
+    assert state["done"] and state["epoch"] == 3 and state["best_epoch"] == 1
