@@ -306,14 +306,26 @@ def _with_contig_ends(pieces, lengths, stride):
 
 
 def genome_probs_and_targets(run: Run, fastas: list[str], tss: str, *, rc_average: bool = False,
-                             progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Every bin of the genome: targets and probabilities (n_bins, 2), for evaluation."""
+                             held_out: bool = False, progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Targets and probabilities (n_bins, 2) of every bin of the genome, for evaluation; with ``held_out`` only the
+    bins of the end of each contig that the run held out for validation (its val_fraction)."""
     from genolin.data import Window
     from genolin.train import load_track
 
     data = load_track(fastas, tss, run.train)
+    first_kept = {c: 0 for c in data.lengths}
+    if held_out:
+        _, val_regions = data.split(run.train.val_fraction)
+        first_kept.update({c: a // run.train.stride for c, a, _ in val_regions})
+        first_kept.update({c: -(-n // run.train.stride) for c, n in data.lengths.items()
+                           if c not in {r[0] for r in val_regions}})
     ys, ps = [], []
     for contig, first, probs in genome_bin_probs(run, data, rc_average=rc_average, progress=progress):
-        ys.append(data.targets(Window(contig, first * run.train.stride, len(probs))))
-        ps.append(probs)
+        skip = max(0, first_kept[contig] - first)
+        if skip >= len(probs):
+            continue
+        ys.append(data.targets(Window(contig, (first + skip) * run.train.stride, len(probs) - skip)))
+        ps.append(probs[skip:])
+    if not ys:
+        raise InputError(None, "nothing to evaluate: no held-out bins")
     return np.concatenate(ys), np.concatenate(ps)

@@ -143,6 +143,12 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     bins = 60_000 // 4 + 9_000 // 4 + 251  # chrC: 1,001 bp -> 251 bins, the last one partial
     assert metrics["plus"]["n"] == bins and metrics["pooled"]["n"] == 2 * bins
     assert metrics["pooled"]["positives"] > 0 and 0 < metrics["pooled"]["positive_rate"] < 0.1
+    r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
+            "--out", tmp_path / "ev2", "--held-out")
+    assert r.exit_code == 0, r.output
+    held = json.loads((tmp_path / "ev2" / "metrics.json").read_text())
+    # held out: the last 10 % of each contig (chrA from 54,000, chrB from 8,100, chrC from 900)
+    assert held["plus"]["n"] == (60_000 - 54_000) // 4 + (9_000 - 8_100) // 4 + (1_001 - 900 + 3) // 4
 
 
 def test_resume_equals_uninterrupted(tmp_path, gue_small):

@@ -19,7 +19,9 @@ from genolin import __version__
 
 # subcommand name -> "module:attribute", in the order a user meets them
 COMMANDS = {
+    "index": "genolin.cli.index:index",
     "tokenize": "genolin.cli.tokenize:tokenize",
+    "split": "genolin.cli.split:split",
     "train": "genolin.cli.train:train",
     "evaluate": "genolin.cli.evaluate:evaluate",
     "predict": "genolin.cli.predict:predict",

@@ -16,8 +16,10 @@ import click
 @click.option("--rc-average/--no-rc-average", default=False, help="Average forward and reverse-complement "
                                                                   "predictions.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, help="Threshold for MCC and F1 of tracks.")
+@click.option("--held-out/--whole-genome", default=False,
+              help="Tracks: score only the end of each contig that training held out (the training genome).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-def evaluate(model_dir, fasta, csv, labels, tss, out, rc_average, threshold, device) -> None:
+def evaluate(model_dir, fasta, csv, labels, tss, out, rc_average, threshold, held_out, device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
     import logging
 
@@ -31,10 +33,11 @@ def evaluate(model_dir, fasta, csv, labels, tss, out, rc_average, threshold, dev
     if run.task == "track":
         if not (fasta and tss):
             raise click.UsageError("a track model is evaluated on --fasta GENOME --tss TSS.bed")
-        y, p = genome_probs_and_targets(run, list(fasta), tss, rc_average=rc_average)
+        y, p = genome_probs_and_targets(run, list(fasta), tss, rc_average=rc_average, held_out=held_out)
         metrics = track_metrics(y, p, threshold)
         curves = {"+ strand": (y[:, 0], p[:, 0]), "- strand": (y[:, 1], p[:, 1])}
-        title = f"genolin track evaluation: {', '.join(fasta)} against {tss}"
+        title = (f"genolin track evaluation: {', '.join(fasta)} against {tss}"
+                 + (" (held-out contig ends)" if held_out else ""))
         summary = ", ".join(f"{s} AUPRC {metrics[s].get('auprc', float('nan')):.4f} (positive rate "
                             f"{metrics[s]['positive_rate']:.4f})" for s in ("plus", "minus", "pooled"))
     else:

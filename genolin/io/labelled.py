@@ -199,3 +199,42 @@ def _class_sort_key(name: str):
         return (0, int(name), "")
     except ValueError:
         return (1, 0, name)
+
+
+def split_labelled(dataset: LabelledSet, dev_fraction: float, test_fraction: float, seed: int = 0
+                   ) -> dict[str, LabelledSet]:
+    """Stratified train/dev/test split: each class is shuffled and cut by the fractions."""
+    rng = np.random.default_rng(seed)
+    parts: dict[str, list[int]] = {"train": [], "dev": [], "test": []}
+    for c in range(len(dataset.classes)):
+        idx = rng.permutation(np.flatnonzero(dataset.labels == c))
+        n_test, n_dev = round(len(idx) * test_fraction), round(len(idx) * dev_fraction)
+        parts["test"] += idx[:n_test].tolist()
+        parts["dev"] += idx[n_test:n_test + n_dev].tolist()
+        parts["train"] += idx[n_test + n_dev:].tolist()
+    return {name: _subset(dataset, sorted(idx)) for name, idx in parts.items()}
+
+
+def _subset(dataset: LabelledSet, idx: list[int]) -> LabelledSet:
+    return LabelledSet([dataset.ids[i] for i in idx], [dataset.seqs[i] for i in idx], dataset.labels[idx],
+                       dataset.classes, dataset.source)
+
+
+def write_labelled_tsv(parts: dict[str, LabelledSet], out_dir: str | os.PathLike) -> dict:
+    """Write ``<name>.tsv`` (id, sequence, label) per part and summary.json; returns the summary."""
+    import json
+
+    from genolin.io.atomic import atomic_open
+
+    out = Path(out_dir)
+    summary = {}
+    for name, part in parts.items():
+        with atomic_open(out / f"{name}.tsv") as fh:
+            fh.write("id\tsequence\tlabel\n")
+            for key, seq, label in zip(part.ids, part.seqs, part.labels.tolist(), strict=True):
+                fh.write(f"{key}\t{seq.decode()}\t{part.classes[label]}\n")
+        summary[name] = {"n": len(part), "classes": part.class_counts(), "source": part.source}
+    with atomic_open(out / "summary.json") as fh:
+        json.dump(summary, fh, indent=2)
+        fh.write("\n")
+    return summary
