@@ -157,6 +157,22 @@ def read_yaml_config(path: str | os.PathLike) -> dict:
     return data
 
 
+def parse_settings(items) -> dict:
+    """``KEY=VALUE`` strings -> {key: YAML-typed value} (``epochs=3`` gives 3, ``mixer=favor`` gives "favor")."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError("--set", f"expected KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise InputError("--set", f"{key}: value {value!r} is not valid YAML ({exc})") from None
+    return out
+
+
 # --- data sources ---------------------------------------------------------------------------------------------
 
 

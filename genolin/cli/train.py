@@ -24,6 +24,8 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
               help="Model size and budget; tiny trains on 2 CPU cores in minutes.")
 @click.option("--config", "config_yaml", metavar="YAML", help="Settings overriding the preset (any TrainConfig key: "
                                                                "k, stride, window, d_model, n_layers, mixer, lr ...).")
+@click.option("--set", "set_values", multiple=True, metavar="KEY=VALUE",
+              help="One setting (as in --config, YAML-typed value), applied after --config; repeatable.")
 @click.option("--device", type=DEVICES, default="auto", help="Where to train.")
 @click.option("--seed", type=int, default=None, help="Random seed [default: 0].")
 @click.option("--epochs", type=click.IntRange(min=1), default=None, help="Epochs [default: from the preset].")
@@ -33,8 +35,8 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Batch size [default: from the preset].")
 @click.option("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR (its data and settings; --epochs, "
                                                    "--max-steps and --max-minutes may change).")
-def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out, preset, config_yaml, device, seed,
-          epochs, max_steps, max_minutes, batch_size, resume) -> None:
+def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out, preset, config_yaml, set_values,
+          device, seed, epochs, max_steps, max_minutes, batch_size, resume) -> None:
     """Train a promoter model.
 
     \b
@@ -46,7 +48,7 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
 
     from genolin import checkpoint as ckpt
     from genolin.errors import InputError
-    from genolin.train import DataSpec, TrainConfig, make_config, read_yaml_config
+    from genolin.train import DataSpec, TrainConfig, make_config, parse_settings, read_yaml_config
     from genolin.train import train as run_training
 
     cli_values = {k: v for k, v in dict(seed=seed, epochs=epochs, max_steps=max_steps, max_minutes=max_minutes,
@@ -77,6 +79,7 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
             if len(fasta) > 1 or len(val_fasta) > 1:
                 raise click.UsageError("a sequence classifier takes one --fasta and one --val-fasta")
         overrides = read_yaml_config(config_yaml) if config_yaml else {}
+        overrides.update(parse_settings(set_values))
         cfg = make_config(task, preset, {**overrides, **cli_values}, source=config_yaml or "--config")
         spec = DataSpec(task=task, fasta=list(fasta), csv=csv, labels=labels, tss=tss, val_fasta=list(val_fasta),
                         val_csv=val_csv, val_labels=val_labels, val_tss=val_tss)

@@ -1,0 +1,91 @@
+"""The Snakemake workflow: lint, dry runs of every config and the SLURM profile, a schema error, and the demo end
+to end (about 1.5 minutes on 2 cores)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, SHARED
+
+pytest.importorskip("snakemake", reason="the workflow extra is not installed (pip install -e '.[workflow]')")
+
+
+def snakemake(*args, cwd=REPO, check=True):
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=1200)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def test_lint_is_clean():
+    out = snakemake("--lint")
+    assert "Congratulations, your workflow is in a good condition!" in out.stdout + out.stderr
+
+
+def test_demo_dry_run(tmp_path):
+    out = snakemake("-n", "--directory", str(REPO), "--config", f"results={tmp_path}/results")
+    text = out.stdout + out.stderr
+    for rule in ("index_genome", "tokenize_genome", "split_dataset", "train", "evaluate", "predict_genome",
+                 "summarise"):
+        assert rule in text
+
+
+@pytest.mark.parametrize("config", ["gue_prom_core_all.yaml", "ecoli_tss_track.yaml"])
+def test_real_data_configs_dry_run_with_slurm_profile(config, tmp_path):
+    if not SHARED.exists():
+        pytest.skip("needs ../shared/data (the real data the example configs name)")
+    out = snakemake("-n", "--profile", "workflows/profiles/slurm-gpu", "--configfile", f"workflows/config/{config}")
+    text = out.stdout + out.stderr
+    assert "is replaced by additional config" in text and "gue_tata" not in text  # the demo does not leak in
+    if config == "ecoli_tss_track.yaml":
+        assert "torchrun --standalone --nproc-per-node 2 -m genolin train" in text
+        assert "gpu=2" in text and "gpu_model=h100" in text
+
+
+def test_schema_violation_stops_with_its_message(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("datasets:\n  x:\n    task: sequence\n    labelled: data/gue/prom_core_tata/dev.csv\n"
+                   "preset: huge\n")
+    out = snakemake("-n", "--configfile", str(bad), "--replace-workflow-config", check=False)
+    assert out.returncode != 0 and "'huge' is not one of ['tiny', 'small', 'base']" in out.stdout + out.stderr
+    bad.write_text("datasets:\n  x:\n    task: track\n    genome: nowhere\n    tss: data/ecoli_k12/gene_starts.bed\n")
+    out = snakemake("-n", "--configfile", str(bad), "--replace-workflow-config", check=False)
+    assert out.returncode != 0 and "genome 'nowhere' is not listed under genomes:" in out.stdout + out.stderr
+
+
+def test_demo_end_to_end(tmp_path):
+    """snakemake --cores 2 in a copy of the project: model, metrics, report, genome track."""
+    work = tmp_path / "project"
+    work.mkdir()
+    for name in ("Snakefile", "workflows", "profiles", "data"):
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    snakemake("--cores", "2", cwd=work)
+    results = work / "results"
+    seq = json.loads((results / "eval" / "gue_tata" / "test" / "metrics.json").read_text())
+    assert seq["n"] == 613 and seq["auroc"] > 0.6  # a trained classifier, better than chance
+    track = json.loads((results / "eval" / "ecoli_gene_starts" / "ecoli_k12" / "metrics.json").read_text())
+    assert track["pooled"]["n"] == 2 * ((4_641_652 - 4_177_484) // 4)  # the held-out tenth, both strands
+    assert (results / "models" / "gue_tata" / "best.safetensors").exists()
+    summary = (results / "report" / "summary.md").read_text()
+    assert "| gue_tata | test | sequences | 613 |" in summary and "ecoli_gene_starts" in summary
+    table = (results / "report" / "metrics.tsv").read_text().splitlines()
+    assert table[0].startswith("model\tdata\tscope") and len(table) == 1 + 1 + 3
+    plus = (results / "predictions" / "ecoli_gene_starts" / "ecoli_k12.plus.bedGraph").read_text().splitlines()
+    end = 0
+    for line in plus[1:]:
+        contig, start, stop, _ = line.split("\t")
+        assert contig == "NC_000913.3" and int(start) == end
+        end = int(stop)
+    assert end == 4_641_652
+    assert (results / "genomes" / "ecoli_k12.sizes").read_text() == "NC_000913.3\t4641652\n"
+    assert (results / "tokens" / "ecoli_k12.k6.npz").stat().st_size > 18_000_000
+    snakemake("--report", str(results / "report.html"), cwd=work)
+    assert "genolin workflow" in (results / "report.html").read_text(errors="replace")

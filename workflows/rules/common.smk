@@ -1,0 +1,163 @@
+# Helpers of the rules: config lookups and command-line fragments (no logic in lambdas).
+
+import os
+import shlex
+
+from snakemake.exceptions import WorkflowError
+
+RESULTS = config["results"]
+DATASETS = config["datasets"]
+GENOMES = config["genomes"]
+ENV = "../envs/genolin.yaml"
+
+
+def _check_config():
+    """What the schema cannot say: names that must refer to each other."""
+    for ds, d in DATASETS.items():
+        if d["task"] == "track":
+            for genome in [d["genome"], *d["evaluate"]]:
+                if genome not in GENOMES:
+                    raise WorkflowError(f"dataset {ds}: genome {genome!r} is not listed under genomes:")
+    for genome, models in config["predict"].items():
+        if genome not in GENOMES:
+            raise WorkflowError(f"predict: genome {genome!r} is not listed under genomes:")
+        for model in models:
+            if DATASETS.get(model, {}).get("task") != "track":
+                raise WorkflowError(f"predict: {model!r} is not a track dataset")
+
+
+_check_config()
+
+
+def sequence_datasets():
+    return [ds for ds, d in DATASETS.items() if d["task"] == "sequence"]
+
+
+def track_datasets():
+    return [ds for ds, d in DATASETS.items() if d["task"] == "track"]
+
+
+def evaluation_targets(ds):
+    """Where a dataset's model is evaluated: 'test' for sequences, genome names for tracks."""
+    d = DATASETS[ds]
+    return ["test"] if d["task"] == "sequence" else list(d["evaluate"]) or [d["genome"]]
+
+
+def all_targets():
+    targets = [f"{RESULTS}/report/summary.md"]
+    for genome in GENOMES:
+        targets += [f"{RESULTS}/genomes/{genome}.sizes", f"{RESULTS}/tokens/{genome}.k{config['k']}.npz"]
+    for genome, models in config["predict"].items():
+        targets += [f"{RESULTS}/predictions/{model}/{genome}.peaks.bed" for model in models]
+    return targets
+
+
+def metrics_files():
+    return [f"{RESULTS}/eval/{ds}/{target}/metrics.json" for ds in DATASETS for target in evaluation_targets(ds)]
+
+
+def genome_fasta(wildcards):
+    return GENOMES[wildcards.genome]
+
+
+# --- datasets ---
+
+
+def split_inputs(wildcards):
+    d = DATASETS[wildcards.ds]
+    files = [d["labelled"]] if "labelled" in d else [d["train"], d["dev"], d["test"]]
+    return files + ([d["labels"]] if "labels" in d else [])
+
+
+def split_args(wildcards):
+    d = DATASETS[wildcards.ds]
+    files = [d["labelled"]] if "labelled" in d else [d["train"], d["dev"], d["test"]]
+    args = [f"--input {shlex.quote(f)}" for f in files]
+    if "labels" in d:
+        args.append(f"--labels {shlex.quote(d['labels'])}")
+    args.append(f"--dev-fraction {d['dev_fraction']} --test-fraction {d['test_fraction']} --seed {config['seed']}")
+    return " ".join(args)
+
+
+# --- training ---
+
+
+def train_inputs(wildcards):
+    d = DATASETS[wildcards.ds]
+    if d["task"] == "sequence":
+        folder = f"{RESULTS}/datasets/{wildcards.ds}"
+        return {"train": f"{folder}/train.tsv", "dev": f"{folder}/dev.tsv"}
+    return {"fasta": GENOMES[d["genome"]], "sizes": f"{RESULTS}/genomes/{d['genome']}.sizes", "tss": d["tss"]}
+
+
+def train_data_args(wildcards, input):
+    if DATASETS[wildcards.ds]["task"] == "sequence":
+        return f"--csv {shlex.quote(input.train)} --val-csv {shlex.quote(input.dev)}"
+    return f"--fasta {shlex.quote(input.fasta)} --tss {shlex.quote(input.tss)}"
+
+
+def train_settings(wildcards):
+    d = DATASETS[wildcards.ds]
+    sets = [f"--set {shlex.quote(f'{key}={value}')}" for key, value in d["settings"].items()]
+    return " ".join([f"--preset {d.get('preset', config['preset'])}", *sets])
+
+
+def train_gpus(wildcards):
+    return DATASETS[wildcards.ds]["gpus"]
+
+
+def launcher(wildcards, resources):
+    """One process, or torchrun DDP with one process per GPU."""
+    if resources.gpu > 1:
+        return f"torchrun --standalone --nproc-per-node {resources.gpu} -m genolin"
+    return "genolin"
+
+
+# --- evaluation ---
+
+
+def evaluate_inputs(wildcards):
+    d = DATASETS[wildcards.ds]
+    inputs = {"model": f"{RESULTS}/models/{wildcards.ds}"}
+    if d["task"] == "sequence":
+        inputs["test"] = f"{RESULTS}/datasets/{wildcards.ds}/test.tsv"
+    else:
+        inputs["fasta"] = GENOMES[wildcards.target]
+        inputs["tss"] = d["tss"] if wildcards.target == d["genome"] else d["evaluate"][wildcards.target]
+    return inputs
+
+
+def evaluate_args(wildcards, input):
+    d = DATASETS[wildcards.ds]
+    if d["task"] == "sequence":
+        return f"--csv {shlex.quote(input.test)}"
+    scope = "--held-out" if wildcards.target == d["genome"] else "--whole-genome"
+    return f"--fasta {shlex.quote(input.fasta)} --tss {shlex.quote(input.tss)} --rc-average {scope}"
+
+
+# --- prediction ---
+
+
+def predict_args(wildcards):
+    o = config["predict_options"]
+    rc = "--rc-average" if o["rc_average"] else "--no-rc-average"
+    return f"--threshold {o['threshold']} --min-distance {o['min_distance']} {rc}"
+
+
+# --- paths derived from a rule's outputs (so they hold without a shared filesystem) ---
+
+
+def output_folder(wildcards, output):
+    return os.path.dirname(output[0])
+
+
+def prediction_prefix(wildcards, output):
+    return output.peaks[: -len(".peaks.bed")]
+
+
+wildcard_constraints:
+    ds="[A-Za-z0-9_-]+",
+    genome="[A-Za-z0-9_-]+",
+    model="[A-Za-z0-9_-]+",
+    target="[A-Za-z0-9_-]+",
+    k="[0-9]+",

@@ -1,0 +1,42 @@
+"""Collect every evaluation's metrics.json into one table (TSV) and a markdown summary with the plots."""
+
+import json
+import logging
+from pathlib import Path
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)  # noqa: F821 - snakemake injects it
+
+COLUMNS = ["model", "data", "scope", "n", "positive_rate", "accuracy", "auroc", "auprc", "mcc", "f1"]
+
+
+def rows(path: Path):
+    metrics = json.loads(path.read_text())
+    model, data = path.parts[-3], path.parts[-2]
+    if "pooled" in metrics:  # a track model: one row a strand and one pooled
+        for scope in ("plus", "minus", "pooled"):
+            yield {"model": model, "data": data, "scope": scope, **metrics[scope]}
+    else:
+        yield {"model": model, "data": data, "scope": "sequences", **metrics}
+
+
+table = [row for path in map(Path, snakemake.input.metrics) for row in rows(path)]  # noqa: F821
+
+
+def cell(value):
+    return f"{value:.4f}" if isinstance(value, float) else ("" if value is None else str(value))
+
+
+with open(snakemake.output.table, "w") as fh:  # noqa: F821
+    fh.write("\t".join(COLUMNS) + "\n")
+    for row in table:
+        fh.write("\t".join(cell(row.get(c)) for c in COLUMNS) + "\n")
+
+summary = Path(snakemake.output.summary)  # noqa: F821
+lines = ["# genolin workflow results", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+lines += ["| " + " | ".join(cell(row.get(c)) for c in COLUMNS) + " |" for row in table]
+lines += [""]
+for path in map(Path, snakemake.input.metrics):  # noqa: F821
+    rel = Path("..") / path.parent.relative_to(summary.parent.parent)
+    lines += [f"## {path.parts[-3]} on {path.parts[-2]}", "", f"![ROC]({rel}/roc.png) ![PR]({rel}/pr.png)", ""]
+summary.write_text("\n".join(lines))
+logging.info("%d metric rows from %d evaluations", len(table), len(snakemake.input.metrics))  # noqa: F821
