@@ -62,8 +62,6 @@ def _check(q, k, v, feature_map, projection, key_padding_mask, backend):
         raise ValueError(f"unknown feature map {feature_map!r}; choose from {FEATURE_MAPS}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
-    if backend == "triton":
-        raise NotImplementedError("the Triton backend is not built yet; use backend='reference' or 'auto'")
     if q.dim() != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
         raise ValueError(f"expected q, k (B, N, H, D) and v (B, N, H, E); got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
@@ -209,6 +207,17 @@ def causal_linear_attention(
     return o, LinearAttentionState(S, z, offset)
 
 
+def _triton_applies(q: torch.Tensor, causal: bool) -> bool:
+    """"auto" picks the fused kernels for bidirectional attention on CUDA tensors of a supported dtype."""
+    if causal or not q.is_cuda or q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def linear_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -224,13 +233,23 @@ def linear_attention(
 ) -> torch.Tensor:
     """Linear attention o (B, N, H, E) in v's dtype; see the module docstring for the formula.
 
-    chunk_size: tokens per chunk (None: one chunk for bidirectional attention, 128 for causal attention).
-    backend: "reference" (this PyTorch code), "triton" (fused GPU kernels: not built yet), "auto" (the best
-    available: the reference for now).
+    chunk_size: tokens per chunk of the reference (None: one chunk for bidirectional attention, 128 for causal).
+    backend: "reference" (this PyTorch code), "triton" (fused kernels, bidirectional; CUDA tensors, or any device
+    under TRITON_INTERPRET=1), "auto" (the kernels for bidirectional attention on CUDA, else the reference).
     """
     _check(q, k, v, feature_map, projection, key_padding_mask, backend)
     if chunk_size is not None and chunk_size < 1:
         raise ValueError("chunk_size must be positive")
+    if backend == "triton" or (backend == "auto" and _triton_applies(q, causal)):
+        if causal:
+            raise NotImplementedError("the Triton kernels are bidirectional; causal attention runs on the reference "
+                                      "backend (backend='reference' or 'auto')")
+        if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            raise ValueError(f"the Triton backend takes float32, bfloat16 or float16, not {q.dtype}")
+        from genolin.ops.linear_attn_triton import triton_linear_attention
+
+        return triton_linear_attention(q, k, v, feature_map=feature_map, projection=projection,
+                                       key_padding_mask=key_padding_mask, eps=eps)
     if causal:
         o, _ = causal_linear_attention(q, k, v, feature_map=feature_map, projection=projection,
                                        key_padding_mask=key_padding_mask, eps=eps, chunk_size=chunk_size)
