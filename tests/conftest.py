@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+try:  # without a GPU, Triton kernels run in its interpreter; the flag must be set before triton is imported
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+except ImportError:
+    pass
 
 TESTS = Path(__file__).parent
 FIXTURES = TESTS / "data"

@@ -236,8 +236,10 @@ def test_argument_checks():
         linear_attention(q, k, v, feature_map="favor")
     with pytest.raises(ValueError, match="key_padding_mask"):
         linear_attention(q, k, v, key_padding_mask=torch.ones(1, 5, dtype=torch.bool))
-    with pytest.raises(NotImplementedError, match="Triton backend"):
-        linear_attention(q, k, v, backend="triton")
+    with pytest.raises(NotImplementedError, match="bidirectional"):
+        linear_attention(q, k, v, causal=True, backend="triton")
+    with pytest.raises(ValueError, match="unknown backend"):
+        linear_attention(q, k, v, backend="cuda")
 
 
 @pytest.mark.parametrize("fm", FEATURE_MAPS)

@@ -1,0 +1,89 @@
+"""The Triton kernels against the float64 formula: forward and the three gradients, every feature map, odd N,
+head dims 16/48/64, padding, outputs poisoned with NaN. On a CPU the kernels run under TRITON_INTERPRET=1."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+ON_GPU = torch.cuda.is_available()
+if not ON_GPU:
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # conftest sets it too: it must precede the import of triton
+pytest.importorskip("triton", reason="triton is not installed")
+
+from genolin.ops import FEATURE_MAPS, favor_projection, linear_attention, naive_linear_attention  # noqa: E402
+
+DEVICE = "cuda" if ON_GPU else "cpu"
+TOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 2e-2}
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300)).item()
+
+
+@pytest.fixture(autouse=True)
+def _poison_and_split(monkeypatch):
+    monkeypatch.setenv("GENOLIN_TRITON_POISON", "1")  # outputs start as NaN: every element must be written
+    monkeypatch.setenv("GENOLIN_TRITON_SPLIT", "3")  # several partials per (batch, head): the reduction is tested
+
+
+def check(fm, n, d, e, dtype, *, b=2, h=2, m=24, padded=True, seed=0, eps=1e-6):
+    g = torch.Generator().manual_seed(seed + n + d)
+    q, k = (torch.randn(b, n, h, d, generator=g) * 0.7 for _ in range(2))
+    v = torch.randn(b, n, h, e, generator=g)
+    grad = torch.randn(b, n, h, e, generator=g)
+    w = favor_projection(m, d, seed=seed) if fm == "favor" else None
+    mask = None
+    if padded:
+        mask = torch.ones(b, n, dtype=torch.bool)
+        mask[-1, n - n // 3:] = False
+    # the fast path on the device in the given dtype
+    qd, kd, vd = (x.to(DEVICE, dtype).requires_grad_() for x in (q, k, v))
+    out = linear_attention(qd, kd, vd, feature_map=fm, projection=None if w is None else w.to(DEVICE),
+                           key_padding_mask=None if mask is None else mask.to(DEVICE), eps=eps, backend="triton")
+    out.backward(grad.to(DEVICE, dtype))
+    # the formula in float64 on the same (rounded) inputs
+    q64, k64, v64 = (x.detach().cpu().double().requires_grad_() for x in (qd, kd, vd))
+    ref = naive_linear_attention(q64, k64, v64, feature_map=fm, projection=None if w is None else w.double(),
+                                 key_padding_mask=mask, eps=eps)
+    ref.backward(grad.to(dtype).double())
+    tol = TOL[dtype]
+    for name, fast, slow in (("o", out, ref), ("dq", qd.grad, q64.grad), ("dk", kd.grad, k64.grad),
+                             ("dv", vd.grad, v64.grad)):
+        assert torch.isfinite(fast).all(), f"{name}: NaN or inf (an element not written?)"
+        assert rel(fast.cpu(), slow) <= tol, f"{name}: relative error {rel(fast.cpu(), slow):.2e} > {tol}"
+
+
+@pytest.mark.parametrize("fm", FEATURE_MAPS)
+@pytest.mark.parametrize("n", [1, 63, 1000])
+@pytest.mark.parametrize("d", [16, 48, 64])
+def test_float32_against_float64(fm, n, d):
+    # With one key, o = v x / (x + eps) hardly depends on q and k: their true gradients (~eps) are a cancellation
+    # no float32 code resolves at eps = 1e-6; eps = 1 (about phi.phi) makes them carry signal.
+    check(fm, n, d, d if d != 48 else 40, torch.float32, padded=n > 1, eps=1.0 if n == 1 else 1e-6)
+
+
+@pytest.mark.parametrize("fm", FEATURE_MAPS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_against_float64(fm, dtype):
+    check(fm, 257, 32, 24, dtype)
+
+
+def test_unpadded_and_strided_inputs():
+    """Non-contiguous q/k/v (a slice of a fused qkv tensor) and no mask."""
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(1, 77, 3, 2, 16, generator=g).to(DEVICE)
+    q, k, v = qkv.unbind(2)
+    out = linear_attention(q, k, v, backend="triton")
+    ref = naive_linear_attention(q.double().cpu(), k.double().cpu(), v.double().cpu())
+    assert rel(out.cpu(), ref) < 1e-4
+
+
+def test_auto_uses_the_reference_off_cuda_and_for_causal():
+    q = torch.randn(1, 9, 1, 16)
+    if not ON_GPU:
+        assert torch.equal(linear_attention(q, q, q), linear_attention(q, q, q, backend="reference"))
+    with pytest.raises(NotImplementedError, match="bidirectional"):
+        linear_attention(q.to(DEVICE), q.to(DEVICE), q.to(DEVICE), causal=True, backend="triton")
