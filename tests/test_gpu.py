@@ -60,3 +60,48 @@ def test_encoder_streaming_on_cuda(mixer):
     real = ids != 0
     assert torch.isfinite(streamed.track).all()
     assert rel(streamed.hidden[real], plain.hidden[real]) < 1e-4
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("fm", FEATURE_MAPS)
+def test_triton_kernels_at_one_million_tokens(dtype, fm):
+    """Forward and the three gradients of the fused kernels at N = 1,000,003 against float64, outputs poisoned."""
+    import os
+
+    os.environ["GENOLIN_TRITON_POISON"] = "1"
+    try:
+        n = 1_000_003
+        g = torch.Generator(device="cuda").manual_seed(7)
+        q, k = (torch.randn(1, n, 4, 64, device="cuda", generator=g).mul(0.5).to(dtype) for _ in range(2))
+        v = torch.randn(1, n, 4, 48, device="cuda", generator=g).to(dtype)
+        do = torch.randn(1, n, 4, 48, device="cuda", generator=g).to(dtype)
+        mask = torch.ones(1, n, dtype=torch.bool, device="cuda")
+        mask[0, -12_345:] = False
+        w = favor_projection(96, 64, seed=3, device="cuda") if fm == "favor" else None
+        qs, ks, vs = (x.clone().requires_grad_() for x in (q, k, v))
+        out = linear_attention(qs, ks, vs, feature_map=fm, projection=w, key_padding_mask=mask, backend="triton")
+        out.backward(do)
+        q64, k64, v64 = (x.double().requires_grad_() for x in (q, k, v))
+        ref = linear_attention(q64, k64, v64, feature_map=fm, projection=None if w is None else w.double(),
+                               key_padding_mask=mask, backend="reference", chunk_size=1 << 17)
+        ref.backward(do.double())
+        for fast, slow in ((out, ref), (qs.grad, q64.grad), (ks.grad, k64.grad), (vs.grad, v64.grad)):
+            assert torch.isfinite(fast).all() and rel(fast, slow) < TOL[dtype]
+    finally:
+        del os.environ["GENOLIN_TRITON_POISON"]
+
+
+def test_triton_past_two_to_the_31_elements():
+    """q, k, v of more than 2^31 elements: rows beyond the int32 range are right (int64 offsets)."""
+    h, d = 8, 64
+    n = 2**31 // (h * d) + 5_000  # q has 2^31 + 2,560,000 elements
+    g = torch.Generator(device="cuda").manual_seed(11)
+    q, k, v = (torch.randn(1, n, h, d, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(3))
+    with torch.no_grad():
+        out = linear_attention(q, k, v, backend="triton")
+        from genolin.ops import accumulate_state, query_state
+
+        state = accumulate_state(k, v, chunk_size=1 << 18)
+        state_ref = query_state(q[:, -4096:], state, out_dtype=torch.float32)
+    assert torch.isfinite(out).all()
+    assert rel(out[:, -4096:], state_ref) < 2e-2
