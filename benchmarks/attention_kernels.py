@@ -1,10 +1,10 @@
 """Bidirectional linear attention on a GPU: genolin's Triton kernels against the alternatives and the HBM floor.
 
 B = 1, H = 8, D = E = 64, bf16, N in {16 K, 128 K, 1 M}, plus B = 8 at 128 K. For each method: forward and
-forward+backward time (median of CUDA-event timings, triton.testing.do_bench), peak memory beyond the inputs
-(and the gradients' own buffers), and the error of genolin's outputs against the float32 reference. The floor:
-the bytes a pass must move (forward reads q, k, v and writes o; backward reads q, k, v, do and writes dq, dk, dv)
-over the device-to-device copy bandwidth measured in the same run.
+forward+backward time (median of CUDA-event timings, triton.testing.do_bench), peak memory beyond the inputs and
+outputs (o; and dq, dk, dv with backward), and the error of genolin's outputs against the float32 reference.
+The floor: the bytes a pass must move (forward reads q, k, v and writes o; backward reads q, k, v, do and writes
+dq, dk, dv) over the device-to-device copy bandwidth measured in the same run.
 
 Methods: genolin triton (elu; FAVOR+ with M = 128), genolin reference (PyTorch), the plain einsum formula (the code
 of design document 000, written here), exact softmax (SDPA, N <= 256 K), fla's chunk_linear_attn (causal; elu+1
@@ -86,6 +86,7 @@ def copy_bandwidth() -> float:
 
 
 def measure(fn, q, k, v, do, backward: bool):
+    """(median ms, peak bytes allocated beyond the inputs and the outputs: o, and dq, dk, dv with backward)."""
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
@@ -99,7 +100,8 @@ def measure(fn, q, k, v, do, backward: bool):
                 fn(q, k, v)
     run()
     torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - base
+    outputs = do.numel() * do.element_size() * (4 if backward else 1)
+    peak = torch.cuda.max_memory_allocated() - base - outputs
     ms = triton.testing.do_bench(run, warmup=10, rep=100, return_mode="median")
     return ms, peak
 
