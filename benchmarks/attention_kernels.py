@@ -149,7 +149,7 @@ def main() -> None:
     lines = [f"# Linear attention kernels, {meta['gpu']}, {meta['date']}", "",
              f"torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, genolin {__version__}; bf16, "
              f"H = {H}, D = E = {D}; copy bandwidth {bw / 1e9:.0f} GB/s (read + write); medians of CUDA-event "
-             "timings; memory = peak allocated beyond the inputs.", "",
+             "timings; memory = peak allocated beyond q, k, v, do and the outputs (o; dq, dk, dv).", "",
              "| method | B | N | fwd ms | fwd+bwd ms | fwd floor | f+b floor | fwd MiB | f+b MiB | rel. err |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
