@@ -19,6 +19,7 @@ exactly, not only for eps -> 0. The offsets carry no gradient (the output does n
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -235,8 +236,11 @@ def linear_attention(
 
     chunk_size: tokens per chunk of the reference (None: one chunk for bidirectional attention, 128 for causal).
     backend: "reference" (this PyTorch code), "triton" (fused kernels, bidirectional; CUDA tensors, or any device
-    under TRITON_INTERPRET=1), "auto" (the kernels for bidirectional attention on CUDA, else the reference).
+    under TRITON_INTERPRET=1), "auto" (the kernels for bidirectional attention on CUDA, else the reference; the
+    environment variable GENOLIN_ATTENTION_BACKEND replaces "auto", e.g. to run a whole model on the reference).
     """
+    if backend == "auto":
+        backend = os.environ.get("GENOLIN_ATTENTION_BACKEND", "auto")  # e.g. "reference" to compare whole runs
     _check(q, k, v, feature_map, projection, key_padding_mask, backend)
     if chunk_size is not None and chunk_size < 1:
         raise ValueError("chunk_size must be positive")
