@@ -87,3 +87,18 @@ def test_auto_uses_the_reference_off_cuda_and_for_causal():
         assert torch.equal(linear_attention(q, q, q), linear_attention(q, q, q, backend="reference"))
     with pytest.raises(NotImplementedError, match="bidirectional"):
         linear_attention(q.to(DEVICE), q.to(DEVICE), q.to(DEVICE), causal=True, backend="triton")
+
+
+def test_relu_gradient_at_exact_zeros_follows_the_reference():
+    """At x = 0 the reference (clamp(min=0)) passes the gradient; the kernels must agree (exact zeros do occur:
+    CUDA's randn drew some among 256 M values and the gradients differed there)."""
+    g = torch.Generator().manual_seed(5)
+    q, k = (torch.randn(1, 70, 2, 16, generator=g) for _ in range(2))
+    v = torch.randn(1, 70, 2, 16, generator=g)
+    q[0, ::7, :, ::3] = 0.0
+    k[0, ::5, :, ::4] = 0.0
+    qd, kd, vd = (x.clone().to(DEVICE).requires_grad_() for x in (q, k, v))
+    linear_attention(qd, kd, vd, feature_map="relu", backend="triton").sum().backward()
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
+    naive_linear_attention(q64, k64, v64, feature_map="relu").sum().backward()
+    assert rel(qd.grad.cpu(), q64.grad) < 1e-4 and rel(kd.grad.cpu(), k64.grad) < 1e-4

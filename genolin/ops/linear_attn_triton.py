@@ -54,7 +54,7 @@ def _feature_grad(g, x, phi, xmask, W, FMAP: tl.constexpr, D_SCALE, PRECISION: t
     if FMAP == 0:
         return g * tl.where(x > 0, 1.0, phi)
     elif FMAP == 1:
-        return tl.where(x > 0, g, 0.0)
+        return tl.where(x >= 0, g, 0.0)  # the reference's convention at 0 (clamp(min=0) passes the gradient there)
     elif FMAP == 2:
         # phi_i = exp(x_i - max x): d/dx = g * phi - (sum_i g_i phi_i) * (one-hot of the max, ties shared)
         xm = tl.where(xmask, x, -1.0e30)
