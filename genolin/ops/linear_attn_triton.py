@@ -349,6 +349,8 @@ class _TritonLinearAttention(torch.autograd.Function):
         lowp = q.is_cuda and q.dtype != torch.float32 and os.environ.get("GENOLIN_TRITON_LOWP", "1") != "0"
         common = dict(FMAP=FMAPS[feature_map], PRECISION=_precision(q.dtype), LOWP=lowp,
                       num_warps=_num_warps(blocks), **blocks)
+        if os.environ.get("GENOLIN_TRITON_STAGES"):  # software-pipelining depth of the token loops (tuning)
+            common["num_stages"] = int(os.environ["GENOLIN_TRITON_STAGES"])
         scales = (d ** -0.25, 1.0 / math.sqrt(m))
         sp = _alloc((p, b * h, bm, be), q, torch.float32)
         zp = _alloc((p, b * h, bm), q, torch.float32)
