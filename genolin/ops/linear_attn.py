@@ -100,6 +100,15 @@ def _key_features(k, feature_map, projection, mask, offset):
     return torch.exp(logits - new[:, None, :, None]) * favor_scale(projection), new
 
 
+def _rescale(S, z, offset, new):
+    """S and z re-expressed at the new FAVOR+ key offset (B, H): times exp(old - new), 0 while nothing was added.
+    Other maps keep their offset (``_key_features`` returns the same tensor) and need nothing."""
+    if new is offset:
+        return S, z, offset
+    factor = torch.exp(offset - new)
+    return S * factor[..., None, None], z * factor[..., None], new
+
+
 def _eps(eps: float, a: torch.Tensor | None, offset: torch.Tensor) -> torch.Tensor | float:
     """eps scaled like the stabilised numerator and denominator: eps exp(-a_i - b) (B, C, H), or eps."""
     if a is None:
@@ -129,10 +138,7 @@ def accumulate_state(
     for s in range(0, n, step):
         mask = None if key_padding_mask is None else key_padding_mask[:, s:s + step]
         phi, new = _key_features(k[:, s:s + step], feature_map, projection, mask, offset)
-        if feature_map == "favor":
-            rescale = torch.exp(offset - new)  # (B, H); 0 while nothing was accumulated
-            S, z = S * rescale[..., None, None], z * rescale[..., None]
-            offset = new
+        S, z, offset = _rescale(S, z, offset, new)
         S = S + torch.einsum("bchm,bche->bhme", phi, v[:, s:s + step].to(acc))
         z = z + phi.sum(dim=1)
     return LinearAttentionState(S, z, offset)
@@ -191,10 +197,7 @@ def causal_linear_attention(
         mask = None if key_padding_mask is None else key_padding_mask[:, s:s + c]
         phi_q, a = _query_features(q[:, s:s + c], feature_map, projection)
         phi_k, new = _key_features(k[:, s:s + c], feature_map, projection, mask, offset)
-        if feature_map == "favor":
-            rescale = torch.exp(offset - new)
-            S, z = S * rescale[..., None, None], z * rescale[..., None]
-            offset = new
+        S, z, offset = _rescale(S, z, offset, new)
         vc = v[:, s:s + c].to(acc)
         tri = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
         scores = torch.einsum("bihm,bjhm->bhij", phi_q, phi_k).masked_fill(~tri, 0.0)  # (B, H, C, C)

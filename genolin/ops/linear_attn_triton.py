@@ -70,6 +70,39 @@ def _feature_grad(g, x, phi, xmask, W, FMAP: tl.constexpr, D_SCALE, PRECISION: t
         return dxh * D_SCALE
 
 
+@triton.jit
+def _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The FAVOR+ projection (BLOCK_M, BLOCK_D) in float32; zeros (unused) for the other maps."""
+    if FMAP == 3:
+        return tl.load(W + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None] & d_mask[None, :], other=0.0)
+    return tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+
+
+@triton.jit
+def _load_state(S_PTR, Z_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr):
+    """A reduced (M, E) state, its (M,) companion and the key offset of one (batch, head)."""
+    bh64 = bh.to(tl.int64)
+    S = tl.load(S_PTR + bh64 * BLOCK_M * BLOCK_E + offs_m[:, None] * BLOCK_E + offs_e[None, :])
+    z = tl.load(Z_PTR + bh64 * BLOCK_M + offs_m)
+    return S, z, tl.load(M_PTR + bh64)
+
+
+@triton.jit
+def _query_features(q, xmask, W, offs_m, m_mask, m_k, FMAP: tl.constexpr, D_SCALE, INV_SQRT_M, EPS,
+                    PRECISION: tl.constexpr):
+    """phi(q) (BLOCK_N, BLOCK_M) and the eps of each row: for FAVOR+ the row max a is subtracted and eps scaled by
+    exp(-a - m_k) alike, so num / (den + eps) equals the unstabilised formula."""
+    phi = _features(q, xmask, W, offs_m, m_mask, FMAP, D_SCALE, INV_SQRT_M, PRECISION)
+    eps = tl.zeros((q.shape[0],), dtype=tl.float32) + EPS
+    if FMAP == 3:
+        logits = tl.where(m_mask[None, :], phi, float("-inf"))
+        a = tl.max(logits, axis=1)
+        phi = tl.exp(logits - a[:, None]) * INV_SQRT_M
+        eps = EPS * tl.exp(-(a + m_k))
+    return tl.where(m_mask[None, :], phi, 0.0), eps
+
+
 @triton.jit(do_not_specialize=["N", "L"])
 def _state_kernel(K, V, MASK, W, SP, ZP, MP,
                   N, L, H, D, E, M,
@@ -87,9 +120,7 @@ def _state_kernel(K, V, MASK, W, SP, ZP, MP,
     d_mask = offs_d < D
     e_mask = offs_e < E
     m_mask = offs_m < M
-    w = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    if FMAP == 3:
-        w = tl.load(W + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None] & d_mask[None, :], other=0.0)
+    w = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, BLOCK_M, BLOCK_D)
     S = tl.zeros((BLOCK_M, BLOCK_E), dtype=tl.float32)
     z = tl.zeros((BLOCK_M,), dtype=tl.float32)
     m_run = tl.full([], -1.0e30, tl.float32)  # the running FAVOR+ key offset; "nothing seen" stays finite
@@ -143,13 +174,8 @@ def _output_kernel(Q, W, S_PTR, Z_PTR, M_PTR, OUT,
     d_mask = offs_d < D
     e_mask = offs_e < E
     m_mask = offs_m < M
-    w = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    if FMAP == 3:
-        w = tl.load(W + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None] & d_mask[None, :], other=0.0)
-    bh64 = bh.to(tl.int64)
-    S = tl.load(S_PTR + bh64 * BLOCK_M * BLOCK_E + offs_m[:, None] * BLOCK_E + offs_e[None, :])
-    z = tl.load(Z_PTR + bh64 * BLOCK_M + offs_m)
-    m_k = tl.load(M_PTR + bh64)
+    w = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, BLOCK_M, BLOCK_D)
+    S, z, m_k = _load_state(S_PTR, Z_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
     start = p.to(tl.int64) * L
     end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
@@ -157,15 +183,8 @@ def _output_kernel(Q, W, S_PTR, Z_PTR, M_PTR, OUT,
         rows = offs_n < end
         q = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :],
                     mask=rows[:, None] & d_mask[None, :], other=0.0).to(tl.float32)
-        phi = _features(q, rows[:, None] & d_mask[None, :], w, offs_m, m_mask, FMAP, D_SCALE, INV_SQRT_M,
-                        PRECISION)
-        eps = EPS
-        if FMAP == 3:
-            logits = tl.where(m_mask[None, :], phi, float("-inf"))
-            a = tl.max(logits, axis=1)
-            phi = tl.exp(logits - a[:, None]) * INV_SQRT_M
-            eps = EPS * tl.exp(-(a + m_k))
-        phi = tl.where(m_mask[None, :], phi, 0.0)
+        phi, eps = _query_features(q, rows[:, None] & d_mask[None, :], w, offs_m, m_mask, m_k, FMAP, D_SCALE,
+                                   INV_SQRT_M, EPS, PRECISION)
         num = tl.dot(phi, S, input_precision=PRECISION)
         den = tl.sum(phi * z[None, :], axis=1) + eps
         o = num / den[:, None]
@@ -191,13 +210,8 @@ def _query_grad_kernel(Q, DO, W, S_PTR, Z_PTR, M_PTR, DQ, DSP, DZP,
     d_mask = offs_d < D
     e_mask = offs_e < E
     m_mask = offs_m < M
-    w = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    if FMAP == 3:
-        w = tl.load(W + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None] & d_mask[None, :], other=0.0)
-    bh64 = bh.to(tl.int64)
-    S = tl.load(S_PTR + bh64 * BLOCK_M * BLOCK_E + offs_m[:, None] * BLOCK_E + offs_e[None, :])
-    z = tl.load(Z_PTR + bh64 * BLOCK_M + offs_m)
-    m_k = tl.load(M_PTR + bh64)
+    w = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, BLOCK_M, BLOCK_D)
+    S, z, m_k = _load_state(S_PTR, Z_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
     dS = tl.zeros((BLOCK_M, BLOCK_E), dtype=tl.float32)
     dz = tl.zeros((BLOCK_M,), dtype=tl.float32)
     start = p.to(tl.int64) * L
@@ -210,14 +224,7 @@ def _query_grad_kernel(Q, DO, W, S_PTR, Z_PTR, M_PTR, DQ, DSP, DZP,
                     other=0.0).to(tl.float32)
         do = tl.load(DO + b * sdob + h * sdoh + offs_n[:, None] * sdon + offs_e[None, :],
                      mask=rows[:, None] & e_mask[None, :], other=0.0).to(tl.float32)
-        phi = _features(q, xmask, w, offs_m, m_mask, FMAP, D_SCALE, INV_SQRT_M, PRECISION)
-        eps = EPS
-        if FMAP == 3:
-            logits = tl.where(m_mask[None, :], phi, float("-inf"))
-            a = tl.max(logits, axis=1)
-            phi = tl.exp(logits - a[:, None]) * INV_SQRT_M
-            eps = EPS * tl.exp(-(a + m_k))
-        phi = tl.where(m_mask[None, :], phi, 0.0)
+        phi, eps = _query_features(q, xmask, w, offs_m, m_mask, m_k, FMAP, D_SCALE, INV_SQRT_M, EPS, PRECISION)
         den = tl.sum(phi * z[None, :], axis=1) + eps
         o = tl.dot(phi, S, input_precision=PRECISION) / den[:, None]
         ga = do / den[:, None]
@@ -253,13 +260,8 @@ def _key_grad_kernel(K, V, MASK, W, DS_PTR, DZ_PTR, M_PTR, DK, DV,
     d_mask = offs_d < D
     e_mask = offs_e < E
     m_mask = offs_m < M
-    w = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
-    if FMAP == 3:
-        w = tl.load(W + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None] & d_mask[None, :], other=0.0)
-    bh64 = bh.to(tl.int64)
-    dS = tl.load(DS_PTR + bh64 * BLOCK_M * BLOCK_E + offs_m[:, None] * BLOCK_E + offs_e[None, :])
-    dz = tl.load(DZ_PTR + bh64 * BLOCK_M + offs_m)
-    m_k = tl.load(M_PTR + bh64)
+    w = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, BLOCK_M, BLOCK_D)
+    dS, dz, m_k = _load_state(DS_PTR, DZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
     start = p.to(tl.int64) * L
     end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
