@@ -2,26 +2,32 @@
 
 Shapes as the op: q, k (B, N, H, D); v (B, N, H, E); key mask (B, N); FAVOR+ projection W (M, D); M = D for
 the elementwise maps. phi(q) and phi(k) live in registers only (float32): they are never written to memory.
+A state is stored as one row of BLOCK_M * (BLOCK_E + 1) floats: S (M, E) then z (M).
 
 Forward
   1. state kernel, grid (P, B*H): program p reduces tokens [p*L, (p+1)*L) of one (batch, head) into partial
      S_p (M, E), z_p (M) in float32 (padded keys zeroed after phi). For FAVOR+ each program keeps its own running
      max m_p of the key exponents and rescales its partials when it grows (online rescaling; eps stays outside).
-  2. the partials are combined in a fixed order (deterministic, no atomics): m = max_p m_p,
-     S = sum_p exp(m_p - m) S_p, z likewise.
+  2. reduction kernel: the partials are summed in a fixed order (deterministic, no atomics); FAVOR+:
+     m = max_p m_p, S = sum_p exp(m_p - m) S_p, z likewise.
   3. output kernel, grid (P, B*H): S and z loaded once per program, o = phi(q) S / (phi(q) z + eps), with eps
      scaled by exp(-a_i - m) for FAVOR+ (a_i the query row max), so the output equals the unstabilised formula.
-Backward (saved: q, k, v, mask, W and the float32 S, z, m; not phi)
-  A. query kernel, grid (P, B*H): recompute phi(q), den, o; a = do / den, c = rowsum(do * o) / den;
-     dq = (a S^T - c z^T) * phi'(q); partial dS += phi(q)^T a, dz -= phi(q)^T c.
-  B. after the fixed-order reduction of dS, dz, key kernel: dk = (v dS^T + dz) * phi'(k), dv = phi(k) dS.
+Backward (saved: q, k, v, mask, W and the float32 S, z, m; not phi, not o)
+  A. query kernel, grid (P, B*H): recompute phi(q) and den = phi(q) z + eps; g = do S^T; since
+     rowsum(do * o) = phi(q) . g / den, o is not needed: c = phi(q) . g / den, dq = ((g - c z^T) / den) * phi'(q);
+     partial dS += phi(q)^T (do / den), dz -= phi(q)^T (c / den).
+  B. after the reduction of dS, dz, key kernel: dk = (v dS^T + dz) * phi'(k), dv = phi(k) dS.
 All element offsets are int64 (tensors past 2^31 elements). N is not a compile-time constant (no recompiles).
-Dots: tf32 for 16-bit inputs (the state sums phi^T v with bf16 operands when LOWP), IEEE float32 for float32
-inputs; accumulation always float32.
+Dots (accumulation always float32): bf16 inputs on CUDA ("LOWP") use bf16 operands; a per-token operand (phi, do / den)
+is rounded once (its errors average out over the sums), an operand shared by every token (S, dS, the FAVOR+ W) is
+split into hi + lo bf16 parts (two dots, ~16 mantissa bits), and inputs (q, k, v, do) are exact in bf16. float16
+inputs use tf32 dots, float32 inputs IEEE float32 dots. On CUDA exp is one ex2.approx.ftz (values below 2^-126
+flush to zero).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -33,23 +39,38 @@ FMAPS = {"elu": 0, "relu": 1, "exp": 2, "favor": 3}
 
 
 @triton.jit
-def _features(x, xmask, W, offs_m, m_mask, FMAP: tl.constexpr, D_SCALE, INV_SQRT_M, PRECISION: tl.constexpr):
-    """phi(x) for a (BLOCK_N, BLOCK_D) tile in float32 -> (BLOCK_N, BLOCK_M); for FAVOR+ the raw exponents."""
+def _exp(x, FAST: tl.constexpr):
+    """exp(x) in float32. FAST (CUDA): one ex2.approx.ftz (results below 2^-126 flush to 0), without the
+    subnormal fix-ups tl.exp adds (three instructions per element in the hot loops)."""
+    if FAST:
+        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
+                                         dtype=tl.float32, is_pure=True, pack=1)
+    return tl.exp(x)
+
+
+@triton.jit
+def _features(x, x16, xmask, Ws, Ws_hi, Ws_lo, FMAP: tl.constexpr, D_SCALE, PRECISION: tl.constexpr,
+              LOWP: tl.constexpr, FAST: tl.constexpr):
+    """phi(x) for a (BLOCK_N, BLOCK_D) tile in float32 -> (BLOCK_N, BLOCK_M); for FAVOR+ the raw exponents
+    x Ws^T - |x|^2 D^-1/2 / 2 with Ws = W D^-1/4 (x16: the tile as loaded, exact in bf16 when LOWP)."""
     if FMAP == 0:
-        return tl.where(x > 0, x + 1.0, tl.exp(tl.minimum(x, 0.0)))
+        return tl.where(x > 0, x + 1.0, _exp(tl.minimum(x, 0.0), FAST))
     elif FMAP == 1:
         return tl.maximum(x, 0.0)
     elif FMAP == 2:
         xm = tl.where(xmask, x, -1.0e30)  # finite: a row of padding gives exp(0), masked to 0 below, not NaN
-        return tl.where(xmask, tl.exp(xm - tl.max(xm, axis=1)[:, None]), 0.0)
+        return tl.where(xmask, _exp(xm - tl.max(xm, axis=1)[:, None], FAST), 0.0)
     else:
-        xh = x * D_SCALE
-        logits = tl.dot(xh, tl.trans(W), input_precision=PRECISION)
-        return logits - 0.5 * tl.sum(xh * xh, axis=1)[:, None]
+        if LOWP:  # x is exact in bf16 and Ws = hi + lo to ~2^-17: more exact than one tf32 dot
+            logits = tl.dot(x16, tl.trans(Ws_lo), tl.dot(x16, tl.trans(Ws_hi)))
+        else:
+            logits = tl.dot(x, tl.trans(Ws), input_precision=PRECISION)
+        return logits - (0.5 * D_SCALE * D_SCALE) * tl.sum(x * x, axis=1)[:, None]
 
 
 @triton.jit
-def _feature_grad(g, x, phi, xmask, W, FMAP: tl.constexpr, D_SCALE, PRECISION: tl.constexpr):
+def _feature_grad(g, x, phi, xmask, Ws, Ws_hi, Ws_lo, FMAP: tl.constexpr, D_SCALE, PRECISION: tl.constexpr,
+                  LOWP: tl.constexpr):
     """d loss / dx from g = d loss / d phi (BLOCK_N, BLOCK_M), x (BLOCK_N, BLOCK_D), phi = phi(x)."""
     if FMAP == 0:
         return g * tl.where(x > 0, 1.0, phi)
@@ -63,52 +84,93 @@ def _feature_grad(g, x, phi, xmask, W, FMAP: tl.constexpr, D_SCALE, PRECISION: t
         gp = g * phi
         return gp - (tl.sum(gp, axis=1) / count)[:, None] * is_max.to(tl.float32)
     else:
-        # phi = s exp(x^ W^T - |x^|^2 / 2 - const), x^ = x D^-1/4: dx^ = (g phi) W - rowsum(g phi) x^
+        # phi = s exp(x Ws^T - |x|^2 D^-1/2 / 2 - const): dx = (g phi) Ws - rowsum(g phi) x D^-1/2
         gl = g * phi
-        xh = x * D_SCALE
-        dxh = tl.dot(gl, W, input_precision=PRECISION) - tl.sum(gl, axis=1)[:, None] * xh
-        return dxh * D_SCALE
+        return _dot_state(gl, Ws, Ws_hi, Ws_lo, PRECISION, LOWP) - \
+            (D_SCALE * D_SCALE) * tl.sum(gl, axis=1)[:, None] * x
 
 
 @triton.jit
-def _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP: tl.constexpr,
+def _split_bf16(x):
+    """x (float32) as hi + lo, both bf16: their sum keeps ~16 bits of x's mantissa."""
+    hi = x.to(tl.bfloat16)
+    return hi, (x - hi.to(tl.float32)).to(tl.bfloat16)
+
+
+@triton.jit
+def _dot_state(a, B, B_hi, B_lo, PRECISION: tl.constexpr, LOWP: tl.constexpr):
+    """a (n, k) float32 times a loop-invariant B (k, m) -> (n, m) float32. LOWP: a rounded to bf16 (a per-token
+    error that averages out over the sums) and B as hi + lo (a shared error would not); two bf16 dots cost less
+    than one tf32 dot with float32 operands."""
+    if LOWP:
+        a16 = a.to(tl.bfloat16)
+        return tl.dot(a16, B_lo, tl.dot(a16, B_hi))
+    return tl.dot(a, B, input_precision=PRECISION)
+
+
+@triton.jit
+def _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP: tl.constexpr, LOWP: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    """The FAVOR+ projection (BLOCK_M, BLOCK_D) in float32; zeros (unused) for the other maps."""
+    """The pre-scaled FAVOR+ projection Ws = W D^-1/4 (BLOCK_M, BLOCK_D) in float32 and its bf16 parts (zeros,
+    unused, for the other maps)."""
     if FMAP == 3:
-        return tl.load(W + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None] & d_mask[None, :], other=0.0)
-    return tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+        ws = tl.load(W + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None] & d_mask[None, :], other=0.0)
+    else:
+        ws = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    hi, lo = _parts(ws, LOWP)
+    return ws, hi, lo
 
 
 @triton.jit
-def _load_state(S_PTR, Z_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr):
-    """A reduced (M, E) state, its (M,) companion and the key offset of one (batch, head)."""
-    bh64 = bh.to(tl.int64)
-    S = tl.load(S_PTR + bh64 * BLOCK_M * BLOCK_E + offs_m[:, None] * BLOCK_E + offs_e[None, :])
-    z = tl.load(Z_PTR + bh64 * BLOCK_M + offs_m)
-    return S, z, tl.load(M_PTR + bh64)
+def _parts(x, LOWP: tl.constexpr):
+    """(hi, lo) bf16 parts of a loop-invariant float32 operand under LOWP; else x twice (unused)."""
+    if LOWP:
+        hi, lo = _split_bf16(x)
+    else:
+        hi = x
+        lo = x
+    return hi, lo
 
 
 @triton.jit
-def _query_features(q, xmask, W, offs_m, m_mask, m_k, FMAP: tl.constexpr, D_SCALE, INV_SQRT_M, EPS,
-                    PRECISION: tl.constexpr):
+def _load_state(SZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr):
+    """A reduced (M, E) state, its (M,) companion and the key offset of one (batch, head). States are stored
+    as rows of BLOCK_M * (BLOCK_E + 1) floats: S (BLOCK_M, BLOCK_E) then z (BLOCK_M,)."""
+    base = SZ_PTR + bh.to(tl.int64) * (BLOCK_M * (BLOCK_E + 1))
+    S = tl.load(base + offs_m[:, None] * BLOCK_E + offs_e[None, :])
+    z = tl.load(base + BLOCK_M * BLOCK_E + offs_m)
+    return S, z, tl.load(M_PTR + bh)
+
+
+@triton.jit
+def _store_state(SZ_PTR, part, S, z, offs_m, offs_e, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr):
+    base = SZ_PTR + part * (BLOCK_M * (BLOCK_E + 1))
+    tl.store(base + offs_m[:, None] * BLOCK_E + offs_e[None, :], S)
+    tl.store(base + BLOCK_M * BLOCK_E + offs_m, z)
+
+
+@triton.jit
+def _query_features(q, q16, xmask, Ws, Ws_hi, Ws_lo, m_mask, m_k, FMAP: tl.constexpr, D_SCALE, INV_SQRT_M, EPS,
+                    PRECISION: tl.constexpr, LOWP: tl.constexpr, FAST: tl.constexpr):
     """phi(q) (BLOCK_N, BLOCK_M) and the eps of each row: for FAVOR+ the row max a is subtracted and eps scaled by
     exp(-a - m_k) alike, so num / (den + eps) equals the unstabilised formula."""
-    phi = _features(q, xmask, W, offs_m, m_mask, FMAP, D_SCALE, INV_SQRT_M, PRECISION)
+    phi = _features(q, q16, xmask, Ws, Ws_hi, Ws_lo, FMAP, D_SCALE, PRECISION, LOWP, FAST)
     eps = tl.zeros((q.shape[0],), dtype=tl.float32) + EPS
     if FMAP == 3:
         logits = tl.where(m_mask[None, :], phi, float("-inf"))
         a = tl.max(logits, axis=1)
-        phi = tl.exp(logits - a[:, None]) * INV_SQRT_M
+        phi = _exp(logits - a[:, None], FAST) * INV_SQRT_M
         eps = EPS * tl.exp(-(a + m_k))
     return tl.where(m_mask[None, :], phi, 0.0), eps
 
 
 @triton.jit(do_not_specialize=["N", "L"])
-def _state_kernel(K, V, MASK, W, SP, ZP, MP,
+def _state_kernel(K, V, MASK, W, SZP, MP,
                   N, L, H, D, E, M,
                   skb, skn, skh, svb, svn, svh, smb,
                   D_SCALE, INV_SQRT_M,
                   FMAP: tl.constexpr, HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
+                  ZDOT: tl.constexpr, FAST: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr):
     p = tl.program_id(0)
     bh = tl.program_id(1)
@@ -120,9 +182,12 @@ def _state_kernel(K, V, MASK, W, SP, ZP, MP,
     d_mask = offs_d < D
     e_mask = offs_e < E
     m_mask = offs_m < M
-    w = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, BLOCK_M, BLOCK_D)
+    ws, ws_hi, ws_lo = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, LOWP, BLOCK_M, BLOCK_D)
     S = tl.zeros((BLOCK_M, BLOCK_E), dtype=tl.float32)
     z = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    # ZDOT: z as phi^T 1 on the tensor cores (16 equal columns) instead of a cross-thread sum per tile
+    z16 = tl.zeros((BLOCK_M, 16), dtype=tl.float32)
+    ones = tl.full((BLOCK_N, 16), 1.0, tl.bfloat16)
     m_run = tl.full([], -1.0e30, tl.float32)  # the running FAVOR+ key offset; "nothing seen" stays finite
     start = p.to(tl.int64) * L
     end = tl.minimum(start + L, N)
@@ -131,39 +196,77 @@ def _state_kernel(K, V, MASK, W, SP, ZP, MP,
         valid = offs_n < end
         if HAS_MASK:
             valid = valid & (tl.load(MASK + b * smb + offs_n, mask=valid, other=0) != 0)
-        k = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :],
-                    mask=valid[:, None] & d_mask[None, :], other=0.0).to(tl.float32)
-        v = tl.load(V + b * svb + h * svh + offs_n[:, None] * svn + offs_e[None, :],
-                    mask=valid[:, None] & e_mask[None, :], other=0.0).to(tl.float32)
-        phi = _features(k, valid[:, None] & d_mask[None, :], w, offs_m, m_mask, FMAP, D_SCALE, INV_SQRT_M,
-                        PRECISION)
+        k16 = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :],
+                      mask=valid[:, None] & d_mask[None, :], other=0.0)
+        v16 = tl.load(V + b * svb + h * svh + offs_n[:, None] * svn + offs_e[None, :],
+                      mask=valid[:, None] & e_mask[None, :], other=0.0)
+        phi = _features(k16.to(tl.float32), k16, valid[:, None] & d_mask[None, :], ws, ws_hi, ws_lo, FMAP,
+                        D_SCALE, PRECISION, LOWP, FAST)
         if FMAP == 3:
             logits = tl.where(valid[:, None] & m_mask[None, :], phi, float("-inf"))
             m_new = tl.maximum(m_run, tl.max(tl.max(logits, axis=1), axis=0))
             alpha = tl.exp(m_run - m_new)
             S = S * alpha
-            z = z * alpha
-            phi = tl.exp(logits - m_new) * INV_SQRT_M
+            if LOWP and ZDOT:
+                z16 = z16 * alpha
+            else:
+                z = z * alpha
+            phi = _exp(logits - m_new, FAST) * INV_SQRT_M
             m_run = m_new
         phi = tl.where(valid[:, None] & m_mask[None, :], phi, 0.0)
-        if LOWP:
-            S += tl.dot(tl.trans(phi.to(tl.bfloat16)), v.to(tl.bfloat16))
+        if LOWP:  # per-token roundings of phi; the sum over tokens keeps float32 accumulators
+            phi_t = tl.trans(phi.to(tl.bfloat16))
+            S = tl.dot(phi_t, v16, S)
+            if ZDOT:
+                z16 = tl.dot(phi_t, ones, z16)
+            else:
+                z += tl.sum(phi, axis=0)
         else:
-            S += tl.dot(tl.trans(phi), v, input_precision=PRECISION)
-        z += tl.sum(phi, axis=0)
+            S = tl.dot(tl.trans(phi), v16.to(tl.float32), S, input_precision=PRECISION)
+            z += tl.sum(phi, axis=0)
+    if LOWP and ZDOT:
+        z = tl.max(z16, axis=1)
     part = p.to(tl.int64) * tl.num_programs(1) + bh
-    tl.store(SP + part * BLOCK_M * BLOCK_E + offs_m[:, None] * BLOCK_E + offs_e[None, :], S)
-    tl.store(ZP + part * BLOCK_M + offs_m, z)
+    _store_state(SZP, part, S, z, offs_m, offs_e, BLOCK_M, BLOCK_E)
     tl.store(MP + part, m_run)
 
 
+@triton.jit
+def _reduce_kernel(PART, MP, OUT, MK, P, BH, RESCALE: tl.constexpr, SZ: tl.constexpr,
+                   BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Partial states PART (P, BH * SZ) -> OUT (BH * SZ): columns [c0, c0 + BLOCK_C) summed over p in a fixed
+    order (deterministic). RESCALE (FAVOR+): partial p of (batch, head) j is scaled by exp(MP[p, j] - m_j),
+    m_j = max_p MP[p, j], written to MK[j]."""
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    cmask = cols < BH * SZ
+    j = cols // SZ
+    offs_p = tl.arange(0, BLOCK_P)
+    m = tl.full((BLOCK_C,), -1.0e30, tl.float32)
+    if RESCALE:
+        for p0 in range(0, P, BLOCK_P):
+            pm = ((p0 + offs_p) < P)[:, None] & cmask[None, :]
+            mt = tl.load(MP + (p0 + offs_p)[:, None] * BH + j[None, :], mask=pm, other=-1.0e30)
+            m = tl.maximum(m, tl.max(mt, axis=0))
+    acc = tl.zeros((BLOCK_C,), dtype=tl.float32)
+    for p0 in range(0, P, BLOCK_P):
+        pp = p0 + offs_p
+        pm = (pp < P)[:, None] & cmask[None, :]
+        x = tl.load(PART + pp[:, None].to(tl.int64) * (BH * SZ) + cols[None, :], mask=pm, other=0.0)
+        if RESCALE:
+            x = x * tl.exp(tl.load(MP + pp[:, None] * BH + j[None, :], mask=pm, other=-1.0e30) - m[None, :])
+        acc += tl.sum(x, axis=0)
+    tl.store(OUT + cols, acc, mask=cmask)
+    tl.store(MK + j, m, mask=cmask & (cols % SZ == 0))
+
+
 @triton.jit(do_not_specialize=["N", "L"])
-def _output_kernel(Q, W, S_PTR, Z_PTR, M_PTR, OUT,
+def _output_kernel(Q, W, SZ_PTR, M_PTR, OUT,
                    N, L, H, D, E, M,
                    sqb, sqn, sqh, sob, son, soh,
                    D_SCALE, INV_SQRT_M, EPS,
-                   FMAP: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
-                   BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr):
+                   FMAP: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr, ZDOT: tl.constexpr,
+                   FAST: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr,
+                   BLOCK_M: tl.constexpr):
     p = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
@@ -174,32 +277,35 @@ def _output_kernel(Q, W, S_PTR, Z_PTR, M_PTR, OUT,
     d_mask = offs_d < D
     e_mask = offs_e < E
     m_mask = offs_m < M
-    w = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, BLOCK_M, BLOCK_D)
-    S, z, m_k = _load_state(S_PTR, Z_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
+    ws, ws_hi, ws_lo = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, LOWP, BLOCK_M, BLOCK_D)
+    S, z, m_k = _load_state(SZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
+    S_hi, S_lo = _parts(S, LOWP)
     start = p.to(tl.int64) * L
     end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
         rows = offs_n < end
-        q = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :],
-                    mask=rows[:, None] & d_mask[None, :], other=0.0).to(tl.float32)
-        phi, eps = _query_features(q, rows[:, None] & d_mask[None, :], w, offs_m, m_mask, m_k, FMAP, D_SCALE,
-                                   INV_SQRT_M, EPS, PRECISION)
-        num = tl.dot(phi, S, input_precision=PRECISION)
-        den = tl.sum(phi * z[None, :], axis=1) + eps
-        o = num / den[:, None]
+        xmask = rows[:, None] & d_mask[None, :]
+        q16 = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :], mask=xmask, other=0.0)
+        phi, eps = _query_features(q16.to(tl.float32), q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE,
+                                   INV_SQRT_M, EPS, PRECISION, LOWP, FAST)
+        num = _dot_state(phi, S, S_hi, S_lo, PRECISION, LOWP)
+        rden = 1.0 / (tl.sum(phi * z[None, :], axis=1) + eps)  # one division per row, not per element
+        o = num * rden[:, None]
         tl.store(OUT + b * sob + h * soh + offs_n[:, None] * son + offs_e[None, :], o.to(OUT.dtype.element_ty),
                  mask=rows[:, None] & e_mask[None, :])
 
 
 @triton.jit(do_not_specialize=["N", "L"])
-def _query_grad_kernel(Q, DO, W, S_PTR, Z_PTR, M_PTR, DQ, DSP, DZP,
+def _query_grad_kernel(Q, DO, W, SZ_PTR, M_PTR, DQ, DSZP,
                        N, L, H, D, E, M,
                        sqb, sqn, sqh, sdob, sdon, sdoh, sdqb, sdqn, sdqh,
                        D_SCALE, INV_SQRT_M, EPS,
-                       FMAP: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
-                       BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr,
+                       FMAP: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr, ZDOT: tl.constexpr,
+                       FAST: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr,
                        BLOCK_M: tl.constexpr):
+    # With g = do S^T (BLOCK_N, M) and den = phi z + eps: rowsum(do * o) = phi . g / den, so o itself is not
+    # needed: d phi = (g - c z) / den with c = phi . g / den; dS += phi^T (do / den); dz -= phi^T (c / den).
     p = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
@@ -210,8 +316,10 @@ def _query_grad_kernel(Q, DO, W, S_PTR, Z_PTR, M_PTR, DQ, DSP, DZP,
     d_mask = offs_d < D
     e_mask = offs_e < E
     m_mask = offs_m < M
-    w = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, BLOCK_M, BLOCK_D)
-    S, z, m_k = _load_state(S_PTR, Z_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
+    ws, ws_hi, ws_lo = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, LOWP, BLOCK_M, BLOCK_D)
+    S, z, m_k = _load_state(SZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
+    St = tl.trans(S)
+    St_hi, St_lo = _parts(St, LOWP)
     dS = tl.zeros((BLOCK_M, BLOCK_E), dtype=tl.float32)
     dz = tl.zeros((BLOCK_M,), dtype=tl.float32)
     start = p.to(tl.int64) * L
@@ -220,36 +328,39 @@ def _query_grad_kernel(Q, DO, W, S_PTR, Z_PTR, M_PTR, DQ, DSP, DZP,
         offs_n = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
         rows = offs_n < end
         xmask = rows[:, None] & d_mask[None, :]
-        q = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :], mask=xmask,
-                    other=0.0).to(tl.float32)
+        q16 = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :], mask=xmask, other=0.0)
         do = tl.load(DO + b * sdob + h * sdoh + offs_n[:, None] * sdon + offs_e[None, :],
                      mask=rows[:, None] & e_mask[None, :], other=0.0).to(tl.float32)
-        phi, eps = _query_features(q, xmask, w, offs_m, m_mask, m_k, FMAP, D_SCALE, INV_SQRT_M, EPS, PRECISION)
-        den = tl.sum(phi * z[None, :], axis=1) + eps
-        o = tl.dot(phi, S, input_precision=PRECISION) / den[:, None]
-        ga = do / den[:, None]
-        c = tl.sum(do * o, axis=1) / den
-        gphi = tl.dot(ga, tl.trans(S), input_precision=PRECISION) - c[:, None] * z[None, :]
-        dq = _feature_grad(gphi, q, phi, xmask, w, FMAP, D_SCALE, PRECISION)
+        q = q16.to(tl.float32)
+        phi, eps = _query_features(q, q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE, INV_SQRT_M, EPS,
+                                   PRECISION, LOWP, FAST)
+        rden = 1.0 / (tl.sum(phi * z[None, :], axis=1) + eps)
+        g = _dot_state(do, St, St_hi, St_lo, PRECISION, LOWP)  # do is exact in bf16 under LOWP
+        c = tl.sum(phi * g, axis=1) * rden
+        gphi = (g - c[:, None] * z[None, :]) * rden[:, None]
+        dq = _feature_grad(gphi, q, phi, xmask, ws, ws_hi, ws_lo, FMAP, D_SCALE, PRECISION, LOWP)
         tl.store(DQ + b * sdqb + h * sdqh + offs_n[:, None] * sdqn + offs_d[None, :], dq.to(DQ.dtype.element_ty),
                  mask=xmask)
+        ga = do * rden[:, None]
+        # (dz as a dot with a (BLOCK_N, 16) broadcast of c / den, like z in the state kernel, gave non-finite dz
+        # on the H200 with Triton 3.6; kept as a sum)
         if LOWP:
-            dS += tl.dot(tl.trans(phi.to(tl.bfloat16)), ga.to(tl.bfloat16))
+            dS = tl.dot(tl.trans(phi.to(tl.bfloat16)), ga.to(tl.bfloat16), dS)
         else:
-            dS += tl.dot(tl.trans(phi), ga, input_precision=PRECISION)
-        dz -= tl.sum(phi * c[:, None], axis=0)
+            dS = tl.dot(tl.trans(phi), ga, dS, input_precision=PRECISION)
+        dz -= tl.sum(phi * (c * rden)[:, None], axis=0)
     part = p.to(tl.int64) * tl.num_programs(1) + bh
-    tl.store(DSP + part * BLOCK_M * BLOCK_E + offs_m[:, None] * BLOCK_E + offs_e[None, :], dS)
-    tl.store(DZP + part * BLOCK_M + offs_m, dz)
+    _store_state(DSZP, part, dS, dz, offs_m, offs_e, BLOCK_M, BLOCK_E)
 
 
 @triton.jit(do_not_specialize=["N", "L"])
-def _key_grad_kernel(K, V, MASK, W, DS_PTR, DZ_PTR, M_PTR, DK, DV,
+def _key_grad_kernel(K, V, MASK, W, DSZ_PTR, M_PTR, DK, DV,
                      N, L, H, D, E, M,
                      skb, skn, skh, svb, svn, svh, smb, sdkb, sdkn, sdkh, sdvb, sdvn, sdvh,
                      D_SCALE, INV_SQRT_M,
                      FMAP: tl.constexpr, HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
-                     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr):
+                     ZDOT: tl.constexpr, FAST: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr):
     p = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
@@ -260,8 +371,11 @@ def _key_grad_kernel(K, V, MASK, W, DS_PTR, DZ_PTR, M_PTR, DK, DV,
     d_mask = offs_d < D
     e_mask = offs_e < E
     m_mask = offs_m < M
-    w = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, BLOCK_M, BLOCK_D)
-    dS, dz, m_k = _load_state(DS_PTR, DZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
+    ws, ws_hi, ws_lo = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, LOWP, BLOCK_M, BLOCK_D)
+    dS, dz, m_k = _load_state(DSZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
+    dS_hi, dS_lo = _parts(dS, LOWP)
+    dSt = tl.trans(dS)
+    dSt_hi, dSt_lo = _parts(dSt, LOWP)
     start = p.to(tl.int64) * L
     end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
@@ -271,18 +385,18 @@ def _key_grad_kernel(K, V, MASK, W, DS_PTR, DZ_PTR, M_PTR, DK, DV,
         if HAS_MASK:
             valid = valid & (tl.load(MASK + b * smb + offs_n, mask=rows, other=0) != 0)
         xmask = rows[:, None] & d_mask[None, :]
-        k = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :], mask=xmask,
-                    other=0.0).to(tl.float32)
+        k16 = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :], mask=xmask, other=0.0)
         v = tl.load(V + b * svb + h * svh + offs_n[:, None] * svn + offs_e[None, :],
                     mask=rows[:, None] & e_mask[None, :], other=0.0).to(tl.float32)
-        phi = _features(k, xmask, w, offs_m, m_mask, FMAP, D_SCALE, INV_SQRT_M, PRECISION)
+        k = k16.to(tl.float32)
+        phi = _features(k, k16, xmask, ws, ws_hi, ws_lo, FMAP, D_SCALE, PRECISION, LOWP, FAST)
         if FMAP == 3:
-            phi = tl.exp(tl.where(m_mask[None, :], phi, float("-inf")) - m_k) * INV_SQRT_M
+            phi = _exp(tl.where(m_mask[None, :], phi, float("-inf")) - m_k, FAST) * INV_SQRT_M
         keep = valid[:, None] & m_mask[None, :]
         phi = tl.where(keep, phi, 0.0)
-        gphi = tl.where(keep, tl.dot(v, tl.trans(dS), input_precision=PRECISION) + dz[None, :], 0.0)
-        dk = _feature_grad(gphi, k, phi, xmask, w, FMAP, D_SCALE, PRECISION)
-        dv = tl.dot(phi, dS, input_precision=PRECISION)
+        gphi = tl.where(keep, _dot_state(v, dSt, dSt_hi, dSt_lo, PRECISION, LOWP) + dz[None, :], 0.0)
+        dk = _feature_grad(gphi, k, phi, xmask, ws, ws_hi, ws_lo, FMAP, D_SCALE, PRECISION, LOWP)
+        dv = _dot_state(phi, dS, dS_hi, dS_lo, PRECISION, LOWP)
         tl.store(DK + b * sdkb + h * sdkh + offs_n[:, None] * sdkn + offs_d[None, :], dk.to(DK.dtype.element_ty),
                  mask=xmask)
         tl.store(DV + b * sdvb + h * sdvh + offs_n[:, None] * sdvn + offs_e[None, :], dv.to(DV.dtype.element_ty),
@@ -292,19 +406,36 @@ def _key_grad_kernel(K, V, MASK, W, DS_PTR, DZ_PTR, M_PTR, DK, DV,
 # --- launch helpers ---------------------------------------------------------------------------------------------
 
 
-def _blocks(d: int, e: int, m: int) -> dict:
-    """Tile sizes: the head dims padded to powers of two; tokens per step shrink as the tiles widen.
-    GENOLIN_TRITON_BLOCK_N overrides the tokens per step (tuning)."""
+def _config(d: int, e: int, m: int, backward: bool, itemsize: int = 2) -> dict:
+    """Tile sizes and warps. Head dims are padded to powers of two. A warpgroup (4 warps) takes 64 tokens per step
+    so the tensor cores get whole 64-row tiles; measured on an H200 (benchmarks/results/triton_breakdown_h200*):
+    64 tokens x 4 warps is best for D = E = 64 and for the FAVOR+ forward with M = 128 (state 128 x 64), while the
+    heavier FAVOR+ backward kernels run best with 128 x 8; D or E of 256 leaves registers for 16 tokens only.
+    float32 inputs with a dim above 64 take 32 x 8 (larger tiles exceed the shared memory).
+    ZDOT (z and dz on the tensor cores) with 4 warps only: with 8 warps it was seen to fault on the H200 (Triton
+    3.6). GENOLIN_TRITON_BLOCK_N / _WARPS override (tuning)."""
     bd, be, bm = (max(16, triton.next_power_of_2(x)) for x in (d, e, m))
     widest = max(bd, be, bm)
-    block_n = 64 if widest <= 64 else 32 if widest <= 128 else 16
+    if widest <= 64 or (not backward and bm * be <= 128 * 64 and bd <= 128 and itemsize < 4):
+        block_n, warps = 64, 4
+    elif widest <= 128 and itemsize == 4:
+        block_n, warps = 32, 8
+    elif widest <= 128:
+        block_n, warps = 128, 8
+    else:
+        block_n, warps = 16, 8
     block_n = int(os.environ.get("GENOLIN_TRITON_BLOCK_N", block_n))
-    return {"BLOCK_N": block_n, "BLOCK_D": bd, "BLOCK_E": be, "BLOCK_M": bm}
+    warps = int(os.environ.get("GENOLIN_TRITON_WARPS", warps))
+    cfg = {"BLOCK_N": block_n, "BLOCK_D": bd, "BLOCK_E": be, "BLOCK_M": bm, "num_warps": warps,
+           "ZDOT": warps == 4 and os.environ.get("GENOLIN_TRITON_ZDOT", "1") != "0"}
+    if os.environ.get("GENOLIN_TRITON_STAGES"):  # software-pipelining depth of the token loops (tuning)
+        cfg["num_stages"] = int(os.environ["GENOLIN_TRITON_STAGES"])
+    return cfg
 
 
-def _num_warps(blocks: dict) -> int:
-    default = 4 if max(blocks["BLOCK_D"], blocks["BLOCK_E"], blocks["BLOCK_M"]) <= 64 else 8
-    return int(os.environ.get("GENOLIN_TRITON_WARPS", default))
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def _split(n: int, bh: int, block_n: int, device: torch.device) -> tuple[int, int]:
@@ -313,8 +444,8 @@ def _split(n: int, bh: int, block_n: int, device: torch.device) -> tuple[int, in
     if forced:
         p_target = int(forced)
     elif device.type == "cuda":
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        p_target = max(1, 16 * sms // max(bh, 1))  # measured best on an H200 at B*H = 8 (264 programs each)
+        sms = _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+        p_target = max(1, 4 * sms // max(bh, 1))  # ~4 programs per SM: measured best on an H200 at B*H = 8
     else:
         p_target = 2
     p_target = max(1, min(p_target, triton.cdiv(max(n, 1), block_n)))
@@ -335,6 +466,17 @@ def _precision(dtype: torch.dtype) -> str:
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
+def _reduce(part: torch.Tensor, mp: torch.Tensor | None):
+    """Partial states (P, B*H, SZ) and FAVOR+ offsets (P, B*H) -> states (B*H, SZ), key offsets (B*H,)."""
+    p, bh, sz = part.shape
+    out = _alloc((bh, sz), part)
+    mk = _alloc((bh,), part)
+    block_c = 128
+    _reduce_kernel[(triton.cdiv(bh * sz, block_c),)](part, mp if mp is not None else part, out, mk, p, bh,
+                                                     RESCALE=mp is not None, SZ=sz, BLOCK_P=32, BLOCK_C=block_c)
+    return out, mk
+
+
 class _TritonLinearAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, mask, projection, feature_map: str, eps: float):
@@ -342,62 +484,55 @@ class _TritonLinearAttention(torch.autograd.Function):
         e = v.shape[-1]
         favor = feature_map == "favor"
         m = projection.shape[0] if favor else d
-        blocks = _blocks(d, e, m)
-        bm, be = blocks["BLOCK_M"], blocks["BLOCK_E"]
-        p, length = _split(n, b * h, blocks["BLOCK_N"], q.device)
-        w = projection.float().contiguous() if favor else q.new_empty(1, dtype=torch.float32)
+        fwd_cfg, bwd_cfg = (_config(d, e, m, backward=bwd, itemsize=q.element_size()) for bwd in (False, True))
+        bm, be = fwd_cfg["BLOCK_M"], fwd_cfg["BLOCK_E"]
+        # one split for both directions: L a multiple of either direction's tokens per step
+        p, length = _split(n, b * h, max(fwd_cfg["BLOCK_N"], bwd_cfg["BLOCK_N"]), q.device)
+        # FAVOR+: W D^-1/4 once here, so the kernels multiply the inputs as loaded (exact in bf16)
+        w = (projection.float() * d ** -0.25).contiguous() if favor else q.new_empty(1, dtype=torch.float32)
         mask_t = mask.to(torch.uint8).contiguous() if mask is not None else q.new_empty(1, dtype=torch.uint8)
-        # bf16 operands for the state sums of 16-bit inputs; not under the interpreter, which has no bf16 dots
-        lowp = q.is_cuda and q.dtype != torch.float32 and os.environ.get("GENOLIN_TRITON_LOWP", "1") != "0"
-        common = dict(FMAP=FMAPS[feature_map], PRECISION=_precision(q.dtype), LOWP=lowp,
-                      num_warps=_num_warps(blocks), **blocks)
-        if os.environ.get("GENOLIN_TRITON_STAGES"):  # software-pipelining depth of the token loops (tuning)
-            common["num_stages"] = int(os.environ["GENOLIN_TRITON_STAGES"])
+        # bf16 inputs on CUDA: bf16 dot operands (states as hi + lo); not under the interpreter (no bf16 dots)
+        lowp = q.is_cuda and q.dtype == torch.bfloat16 and os.environ.get("GENOLIN_TRITON_LOWP", "1") != "0"
+        common = dict(FMAP=FMAPS[feature_map], PRECISION=_precision(q.dtype), LOWP=lowp, FAST=q.is_cuda)
         scales = (d ** -0.25, 1.0 / math.sqrt(m))
-        sp = _alloc((p, b * h, bm, be), q, torch.float32)
-        zp = _alloc((p, b * h, bm), q, torch.float32)
+        szp = _alloc((p, b * h, bm * (be + 1)), q, torch.float32)
         mp = _alloc((p, b * h), q, torch.float32)
         _state_kernel[(p, b * h)](
-            k, v, mask_t, w, sp, zp, mp, n, length, h, d, e, m,
+            k, v, mask_t, w, szp, mp, n, length, h, d, e, m,
             k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-            mask_t.stride(0) if mask is not None else 0, *scales, HAS_MASK=mask is not None, **common)
-        m_k = mp.amax(dim=0)  # (B*H,)
-        factor = torch.exp(mp - m_k)  # 1 for non-FAVOR maps (every m_p is the same constant)
-        S = (sp * factor[..., None, None]).sum(dim=0).contiguous()
-        z = (zp * factor[..., None]).sum(dim=0).contiguous()
+            mask_t.stride(0) if mask is not None else 0, *scales, HAS_MASK=mask is not None, **common, **fwd_cfg)
+        sz, m_k = _reduce(szp, mp if favor else None)
         o = _alloc((b, n, h, e), v)
         _output_kernel[(p, b * h)](
-            q, w, S, z, m_k, o, n, length, h, d, e, m,
+            q, w, sz, m_k, o, n, length, h, d, e, m,
             q.stride(0), q.stride(1), q.stride(2), o.stride(0), o.stride(1), o.stride(2),
-            *scales, eps, **common)
-        ctx.save_for_backward(q, k, v, mask_t, w, S, z, m_k)
-        ctx.meta = (feature_map, eps, mask is not None, p, length, blocks, common, scales)
+            *scales, eps, **common, **fwd_cfg)
+        ctx.save_for_backward(q, k, v, mask_t, w, sz, m_k)
+        ctx.meta = (feature_map, eps, mask is not None, p, length, bwd_cfg, common, scales)
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, mask_t, w, S, z, m_k = ctx.saved_tensors
-        feature_map, eps, has_mask, p, length, blocks, common, scales = ctx.meta
+        q, k, v, mask_t, w, sz, m_k = ctx.saved_tensors
+        feature_map, eps, has_mask, p, length, cfg, common, scales = ctx.meta
         b, n, h, d = q.shape
         e = v.shape[-1]
         m = w.shape[0] if feature_map == "favor" else d
-        bm, be = blocks["BLOCK_M"], blocks["BLOCK_E"]
+        bm, be = cfg["BLOCK_M"], cfg["BLOCK_E"]
         do = do.contiguous() if do.stride(-1) != 1 else do
         dq, dk, dv = _alloc(q.shape, q), _alloc(k.shape, k), _alloc(v.shape, v)
-        dsp = _alloc((p, b * h, bm, be), q, torch.float32)
-        dzp = _alloc((p, b * h, bm), q, torch.float32)
+        dszp = _alloc((p, b * h, bm * (be + 1)), q, torch.float32)
         _query_grad_kernel[(p, b * h)](
-            q, do, w, S, z, m_k, dq, dsp, dzp, n, length, h, d, e, m,
+            q, do, w, sz, m_k, dq, dszp, n, length, h, d, e, m,
             q.stride(0), q.stride(1), q.stride(2), do.stride(0), do.stride(1), do.stride(2),
-            dq.stride(0), dq.stride(1), dq.stride(2), *scales, eps, **common)
-        dS = dsp.sum(dim=0).contiguous()
-        dz = dzp.sum(dim=0).contiguous()
+            dq.stride(0), dq.stride(1), dq.stride(2), *scales, eps, **common, **cfg)
+        dsz, _ = _reduce(dszp, None)
         _key_grad_kernel[(p, b * h)](
-            k, v, mask_t, w, dS, dz, m_k, dk, dv, n, length, h, d, e, m,
+            k, v, mask_t, w, dsz, m_k, dk, dv, n, length, h, d, e, m,
             k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
             mask_t.stride(0) if has_mask else 0,
             dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-            *scales, HAS_MASK=has_mask, **common)
+            *scales, HAS_MASK=has_mask, **common, **cfg)
         return dq, dk, dv, None, None, None, None
 
 
