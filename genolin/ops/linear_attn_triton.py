@@ -289,7 +289,10 @@ def _output_kernel(Q, W, SZ_PTR, M_PTR, OUT,
         q16 = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :], mask=xmask, other=0.0)
         phi, eps = _query_features(q16.to(tl.float32), q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE,
                                    INV_SQRT_M, EPS, PRECISION, LOWP, FAST)
-        num = _dot_state(phi, S, S_hi, S_lo, PRECISION, LOWP)
+        if LOWP:  # S's hi part alone: its rounding (2^-9, averaged over M terms) is below o's own bf16 rounding
+            num = tl.dot(phi.to(tl.bfloat16), S_hi)
+        else:
+            num = tl.dot(phi, S, input_precision=PRECISION)
         rden = 1.0 / (tl.sum(phi * z[None, :], axis=1) + eps)  # one division per row, not per element
         o = num * rden[:, None]
         tl.store(OUT + b * sob + h * soh + offs_n[:, None] * son + offs_e[None, :], o.to(OUT.dtype.element_ty),
