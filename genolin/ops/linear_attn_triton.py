@@ -20,7 +20,8 @@ Backward (saved: q, k, v, mask, W and the float32 S, z, m; not phi, not o)
 All element offsets are int64 (tensors past 2^31 elements). N is not a compile-time constant (no recompiles).
 Dots (accumulation always float32): bf16 inputs on CUDA ("LOWP") use bf16 operands; a per-token operand (phi, do / den)
 is rounded once (its errors average out over the sums), an operand shared by every token (S, dS, the FAVOR+ W) is
-split into hi + lo bf16 parts (two dots, ~16 mantissa bits), and inputs (q, k, v, do) are exact in bf16. float16
+split into hi + lo bf16 parts (two dots, ~16 mantissa bits; the forward output takes S's hi part alone, its
+rounding being below o's own bf16 rounding), and inputs (q, k, v, do) are exact in bf16. float16
 inputs use tf32 dots, float32 inputs IEEE float32 dots. On CUDA exp is one ex2.approx.ftz (values below 2^-126
 flush to zero).
 """
