@@ -205,15 +205,16 @@ def _state_kernel(K, V, MASK, W, SZP, MP,
                         D_SCALE, PRECISION, LOWP, FAST)
         if FMAP == 3:
             logits = tl.where(valid[:, None] & m_mask[None, :], phi, float("-inf"))
-            m_new = tl.maximum(m_run, tl.max(tl.max(logits, axis=1), axis=0))
-            alpha = tl.exp(m_run - m_new)
-            S = S * alpha
-            if LOWP and ZDOT:
-                z16 = z16 * alpha
-            else:
-                z = z * alpha
-            phi = _exp(logits - m_new, FAST) * INV_SQRT_M
-            m_run = m_new
+            m_tile = tl.max(tl.max(logits, axis=1), axis=0)
+            if m_tile > m_run:  # rescale only when the offset grows: after the first tiles it rarely does
+                alpha = tl.exp(m_run - m_tile)
+                S = S * alpha
+                if LOWP and ZDOT:
+                    z16 = z16 * alpha
+                else:
+                    z = z * alpha
+                m_run = m_tile
+            phi = _exp(logits - m_run, FAST) * INV_SQRT_M
         phi = tl.where(valid[:, None] & m_mask[None, :], phi, 0.0)
         if LOWP:  # per-token roundings of phi; the sum over tokens keeps float32 accumulators
             phi_t = tl.trans(phi.to(tl.bfloat16))
@@ -281,6 +282,7 @@ def _output_kernel(Q, W, SZ_PTR, M_PTR, OUT,
     ws, ws_hi, ws_lo = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, LOWP, BLOCK_M, BLOCK_D)
     S, z, m_k = _load_state(SZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
     S_hi, S_lo = _parts(S, LOWP)
+    eye = (offs_d[:, None] == offs_d[None, :]).to(tl.bfloat16)
     start = p.to(tl.int64) * L
     end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
@@ -288,7 +290,11 @@ def _output_kernel(Q, W, SZ_PTR, M_PTR, OUT,
         rows = offs_n < end
         xmask = rows[:, None] & d_mask[None, :]
         q16 = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :], mask=xmask, other=0.0)
-        phi, eps = _query_features(q16.to(tl.float32), q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE,
+        if LOWP:
+            q = tl.dot(q16, eye)
+        else:
+            q = q16.to(tl.float32)
+        phi, eps = _query_features(q, q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE,
                                    INV_SQRT_M, EPS, PRECISION, LOWP, FAST)
         if LOWP:  # S's hi part alone: its rounding (2^-9, averaged over M terms) is below o's own bf16 rounding
             num = tl.dot(phi.to(tl.bfloat16), S_hi)
@@ -325,7 +331,8 @@ def _query_grad_kernel(Q, DO, W, SZ_PTR, M_PTR, DQ, DSZP,
     St = tl.trans(S)
     St_hi, St_lo = _parts(St, LOWP)
     dS = tl.zeros((BLOCK_M, BLOCK_E), dtype=tl.float32)
-    dz = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    dz_acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    eye = (offs_d[:, None] == offs_d[None, :]).to(tl.bfloat16)
     start = p.to(tl.int64) * L
     end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
@@ -333,9 +340,13 @@ def _query_grad_kernel(Q, DO, W, SZ_PTR, M_PTR, DQ, DSZP,
         rows = offs_n < end
         xmask = rows[:, None] & d_mask[None, :]
         q16 = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :], mask=xmask, other=0.0)
-        do = tl.load(DO + b * sdob + h * sdoh + offs_n[:, None] * sdon + offs_e[None, :],
-                     mask=rows[:, None] & e_mask[None, :], other=0.0).to(tl.float32)
-        q = q16.to(tl.float32)
+        do16 = tl.load(DO + b * sdob + h * sdoh + offs_n[:, None] * sdon + offs_e[None, :],
+                       mask=rows[:, None] & e_mask[None, :], other=0.0)
+        do = do16.to(tl.float32)
+        if LOWP:
+            q = tl.dot(q16, eye)
+        else:
+            q = q16.to(tl.float32)
         phi, eps = _query_features(q, q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE, INV_SQRT_M, EPS,
                                    PRECISION, LOWP, FAST)
         rden = 1.0 / (tl.sum(phi * z[None, :], axis=1) + eps)
@@ -345,14 +356,14 @@ def _query_grad_kernel(Q, DO, W, SZ_PTR, M_PTR, DQ, DSZP,
         dq = _feature_grad(gphi, q, phi, xmask, ws, ws_hi, ws_lo, FMAP, D_SCALE, PRECISION, LOWP)
         tl.store(DQ + b * sdqb + h * sdqh + offs_n[:, None] * sdqn + offs_d[None, :], dq.to(DQ.dtype.element_ty),
                  mask=xmask)
-        ga = do * rden[:, None]
-        # (dz as a dot with a (BLOCK_N, 16) broadcast of c / den, like z in the state kernel, gave non-finite dz
-        # on the H200 with Triton 3.6; kept as a sum)
+        # dS += (phi / den)^T do: do is the B operand as loaded; dz -= sum_n phi / den * c, summed after the loop
+        phir = phi * rden[:, None]
         if LOWP:
-            dS = tl.dot(tl.trans(phi.to(tl.bfloat16)), ga.to(tl.bfloat16), dS)
+            dS = tl.dot(tl.trans(phir.to(tl.bfloat16)), do16, dS)
         else:
-            dS = tl.dot(tl.trans(phi), ga, dS, input_precision=PRECISION)
-        dz -= tl.sum(phi * (c * rden)[:, None], axis=0)
+            dS = tl.dot(tl.trans(phir), do, dS, input_precision=PRECISION)
+        dz_acc += phir * c[:, None]
+    dz = -tl.sum(dz_acc, axis=0)
     part = p.to(tl.int64) * tl.num_programs(1) + bh
     _store_state(DSZP, part, dS, dz, offs_m, offs_e, BLOCK_M, BLOCK_E)
 
@@ -380,6 +391,7 @@ def _key_grad_kernel(K, V, MASK, W, DSZ_PTR, M_PTR, DK, DV,
     dS_hi, dS_lo = _parts(dS, LOWP)
     dSt = tl.trans(dS)
     dSt_hi, dSt_lo = _parts(dSt, LOWP)
+    eye = (offs_d[:, None] == offs_d[None, :]).to(tl.bfloat16)
     start = p.to(tl.int64) * L
     end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
@@ -392,7 +404,10 @@ def _key_grad_kernel(K, V, MASK, W, DSZ_PTR, M_PTR, DK, DV,
         k16 = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :], mask=xmask, other=0.0)
         v = tl.load(V + b * svb + h * svh + offs_n[:, None] * svn + offs_e[None, :],
                     mask=rows[:, None] & e_mask[None, :], other=0.0).to(tl.float32)
-        k = k16.to(tl.float32)
+        if LOWP:
+            k = tl.dot(k16, eye)
+        else:
+            k = k16.to(tl.float32)
         phi = _features(k, k16, xmask, ws, ws_hi, ws_lo, FMAP, D_SCALE, PRECISION, LOWP, FAST)
         if FMAP == 3:
             phi = _exp(tl.where(m_mask[None, :], phi, float("-inf")) - m_k, FAST) * INV_SQRT_M
