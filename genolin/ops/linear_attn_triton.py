@@ -39,34 +39,127 @@ import triton.language as tl
 FMAPS = {"elu": 0, "relu": 1, "exp": 2, "favor": 3}
 
 
+_LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _exp2(x, FAST: tl.constexpr):
+    """2^x in float32. FAST (CUDA): one ex2.approx.ftz (results below 2^-126 flush to 0; 2^-inf = 0), without the
+    subnormal fix-ups tl.exp2 adds (three instructions per element in the hot loops)."""
+    if FAST:
+        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    return tl.exp2(x)
+
+
 @triton.jit
 def _exp(x, FAST: tl.constexpr):
-    """exp(x) in float32. FAST (CUDA): one ex2.approx.ftz (results below 2^-126 flush to 0), without the
-    subnormal fix-ups tl.exp adds (three instructions per element in the hot loops)."""
     if FAST:
-        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
-                                         dtype=tl.float32, is_pure=True, pack=1)
+        return _exp2(x * _LOG2E, FAST)
     return tl.exp(x)
 
 
 @triton.jit
-def _features(x, x16, xmask, Ws, Ws_hi, Ws_lo, FMAP: tl.constexpr, D_SCALE, PRECISION: tl.constexpr,
-              LOWP: tl.constexpr, FAST: tl.constexpr):
-    """phi(x) for a (BLOCK_N, BLOCK_D) tile in float32 -> (BLOCK_N, BLOCK_M); for FAVOR+ the raw exponents
-    x Ws^T - |x|^2 D^-1/2 / 2 with Ws = W D^-1/4 (x16: the tile as loaded, exact in bf16 when LOWP)."""
+def _program(N, L, H, D: tl.constexpr, E: tl.constexpr, M: tl.constexpr,
+             BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr):
+    """What every streaming kernel starts from. Grid (P, B*H): program p of (batch, head) bh takes the tokens
+    [start, end) = [p L, min((p + 1) L, N)); column offsets and masks of the D, E and M axes (the masks fold
+    away when a dim equals its block, D, E and M being compile-time constants)."""
+    p = tl.program_id(0)
+    bh = tl.program_id(1)
+    start = p.to(tl.int64) * L
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_e = tl.arange(0, BLOCK_E)
+    offs_m = tl.arange(0, BLOCK_M)
+    return (p, bh, (bh // H).to(tl.int64), (bh % H).to(tl.int64), start, tl.minimum(start + L, N),
+            offs_d, offs_e, offs_m, offs_d < D, offs_e < E, offs_m < M)
+
+
+@triton.jit
+def _load_tile(X, b, h, sb, sn, sh, offs_n, cols, mask):
+    """Rows offs_n (int64) of X[b, :, h, :] at columns cols -> (rows, cols) in X's dtype, 0 where masked."""
+    return tl.load(X + b * sb + h * sh + offs_n[:, None] * sn + cols[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
+def _store_tile(X, b, h, sb, sn, sh, offs_n, cols, mask, x):
+    tl.store(X + b * sb + h * sh + offs_n[:, None] * sn + cols[None, :], x.to(X.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _widen(x16, eye, LOWP: tl.constexpr):
+    """A loaded 16-bit tile as float32. LOWP: through a dot with the identity (exact: one bf16 product per sum),
+    so the tile and all computed from it live in the dot-result layout; otherwise Triton computes phi twice, in
+    the load layout and the dot layout (measured on the H200: one exp pass and ~400 instructions per tile)."""
+    if LOWP:
+        return tl.dot(x16, eye)
+    return x16.to(tl.float32)
+
+
+@triton.jit
+def _features(x, xmask, FMAP: tl.constexpr, FAST: tl.constexpr):
+    """phi(x) of the elementwise maps (elu, relu, exp) for a float32 (BLOCK_N, BLOCK_D) tile; M = D."""
     if FMAP == 0:
         return tl.where(x > 0, x + 1.0, _exp(tl.minimum(x, 0.0), FAST))
     elif FMAP == 1:
         return tl.maximum(x, 0.0)
-    elif FMAP == 2:
-        xm = tl.where(xmask, x, -1.0e30)  # finite: a row of padding gives exp(0), masked to 0 below, not NaN
-        return tl.where(xmask, _exp(xm - tl.max(xm, axis=1)[:, None], FAST), 0.0)
     else:
-        if LOWP:  # x is exact in bf16 and Ws = hi + lo to ~2^-17: more exact than one tf32 dot
-            logits = tl.dot(x16, tl.trans(Ws_lo), tl.dot(x16, tl.trans(Ws_hi)))
-        else:
-            logits = tl.dot(x, tl.trans(Ws), input_precision=PRECISION)
-        return logits - (0.5 * D_SCALE * D_SCALE) * tl.sum(x * x, axis=1)[:, None]
+        xm = tl.where(xmask, x, -1.0e30)  # finite: a row of padding gives exp(0), masked to 0 by the caller
+        return tl.where(xmask, _exp(xm - tl.max(xm, axis=1)[:, None], FAST), 0.0)
+
+
+@triton.jit
+def _favor_dot(x, x16, Ws, Ws_hi, Ws_lo, m_mask, M: tl.constexpr, BLOCK_M: tl.constexpr,
+               PRECISION: tl.constexpr, LOWP: tl.constexpr):
+    """x Ws^T (BLOCK_N, BLOCK_M) with Ws = W D^-1/4; -inf in padded feature columns (exp gives 0 there, max
+    ignores them). LOWP: x16 is exact in bf16 and Ws = hi + lo to ~2^-17, more exact than one tf32 dot."""
+    if LOWP:
+        xw = tl.dot(x16, tl.trans(Ws_lo), tl.dot(x16, tl.trans(Ws_hi)))
+    else:
+        xw = tl.dot(x, tl.trans(Ws), input_precision=PRECISION)
+    if M != BLOCK_M:
+        xw = tl.where(m_mask[None, :], xw, float("-inf"))
+    return xw
+
+
+@triton.jit
+def _favor_key_exp(xw, r, valid, m_off, LOG2_C, FAST: tl.constexpr):
+    """FAVOR+ key features exp(x Ws^T - r - m_off) / sqrt(M) as one FMA and one ex2 per element
+    (r = |x|^2 D^-1/2 / 2 per row, LOG2_C = log2(1 / sqrt(M))); rows not valid get a bias of +inf, so 0."""
+    bias = tl.where(valid, (r + m_off) * _LOG2E - LOG2_C, float("inf"))
+    return _exp2(xw * _LOG2E - bias[:, None], FAST)
+
+
+@triton.jit
+def _key_features(k, k16, valid, xmask, Ws, Ws_hi, Ws_lo, m_mask, m_k, FMAP: tl.constexpr, D_SCALE, LOG2_C,
+                  M: tl.constexpr, BLOCK_M: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
+                  FAST: tl.constexpr):
+    """phi(k) (BLOCK_N, BLOCK_M), 0 for keys not valid and for padded features; FAVOR+ with the key offset m_k."""
+    if FMAP == 3:
+        xw = _favor_dot(k, k16, Ws, Ws_hi, Ws_lo, m_mask, M, BLOCK_M, PRECISION, LOWP)
+        phi = _favor_key_exp(xw, (0.5 * D_SCALE * D_SCALE) * tl.sum(k * k, axis=1), valid, m_k, LOG2_C, FAST)
+    else:
+        phi = tl.where(valid[:, None] & m_mask[None, :], _features(k, xmask, FMAP, FAST), 0.0)
+    return phi
+
+
+@triton.jit
+def _query_features(q, q16, xmask, Ws, Ws_hi, Ws_lo, m_mask, m_k, FMAP: tl.constexpr, D_SCALE, LOG2_C, EPS,
+                    M: tl.constexpr, BLOCK_M: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
+                    FAST: tl.constexpr):
+    """phi(q) (BLOCK_N, BLOCK_M) and each row's eps. FAVOR+: the row max a of the logits x Ws^T - r is taken
+    out, phi = exp(x Ws^T - max_m x Ws^T) / sqrt(M) (r cancels), and eps is scaled by exp(-a - m_k) alike, so
+    num / (den + eps) equals the unstabilised formula."""
+    if FMAP == 3:
+        xw = _favor_dot(q, q16, Ws, Ws_hi, Ws_lo, m_mask, M, BLOCK_M, PRECISION, LOWP)
+        mx = tl.max(xw, axis=1)
+        phi = _exp2(xw * _LOG2E - (mx * _LOG2E - LOG2_C)[:, None], FAST)
+        a = mx - (0.5 * D_SCALE * D_SCALE) * tl.sum(q * q, axis=1)
+        eps = EPS * tl.exp(-(a + m_k))
+    else:
+        phi = tl.where(m_mask[None, :], _features(q, xmask, FMAP, FAST), 0.0)
+        eps = tl.zeros((q.shape[0],), dtype=tl.float32) + EPS
+    return phi, eps
 
 
 @triton.jit
@@ -99,6 +192,17 @@ def _split_bf16(x):
 
 
 @triton.jit
+def _parts(x, LOWP: tl.constexpr):
+    """(hi, lo) bf16 parts of a loop-invariant float32 operand under LOWP; else x twice (unused)."""
+    if LOWP:
+        hi, lo = _split_bf16(x)
+    else:
+        hi = x
+        lo = x
+    return hi, lo
+
+
+@triton.jit
 def _dot_state(a, B, B_hi, B_lo, PRECISION: tl.constexpr, LOWP: tl.constexpr):
     """a (n, k) float32 times a loop-invariant B (k, m) -> (n, m) float32. LOWP: a rounded to bf16 (a per-token
     error that averages out over the sums) and B as hi + lo (a shared error would not); two bf16 dots cost less
@@ -110,7 +214,7 @@ def _dot_state(a, B, B_hi, B_lo, PRECISION: tl.constexpr, LOWP: tl.constexpr):
 
 
 @triton.jit
-def _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP: tl.constexpr, LOWP: tl.constexpr,
+def _load_projection(W, offs_m, offs_d, m_mask, d_mask, D: tl.constexpr, FMAP: tl.constexpr, LOWP: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
     """The pre-scaled FAVOR+ projection Ws = W D^-1/4 (BLOCK_M, BLOCK_D) in float32 and its bf16 parts (zeros,
     unused, for the other maps)."""
@@ -120,17 +224,6 @@ def _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP: tl.constexpr, L
         ws = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     hi, lo = _parts(ws, LOWP)
     return ws, hi, lo
-
-
-@triton.jit
-def _parts(x, LOWP: tl.constexpr):
-    """(hi, lo) bf16 parts of a loop-invariant float32 operand under LOWP; else x twice (unused)."""
-    if LOWP:
-        hi, lo = _split_bf16(x)
-    else:
-        hi = x
-        lo = x
-    return hi, lo
 
 
 @triton.jit
@@ -144,68 +237,43 @@ def _load_state(SZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M: tl.constexpr, BLOCK_
 
 
 @triton.jit
-def _store_state(SZ_PTR, part, S, z, offs_m, offs_e, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr):
-    base = SZ_PTR + part * (BLOCK_M * (BLOCK_E + 1))
+def _store_state(SZ_PTR, p, bh, S, z, offs_m, offs_e, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr):
+    """Partial state of program p of (batch, head) bh, at row p * (B*H) + bh of the (P, B*H, SZ) partials."""
+    base = SZ_PTR + (p.to(tl.int64) * tl.num_programs(1) + bh) * (BLOCK_M * (BLOCK_E + 1))
     tl.store(base + offs_m[:, None] * BLOCK_E + offs_e[None, :], S)
     tl.store(base + BLOCK_M * BLOCK_E + offs_m, z)
 
 
-@triton.jit
-def _query_features(q, q16, xmask, Ws, Ws_hi, Ws_lo, m_mask, m_k, FMAP: tl.constexpr, D_SCALE, INV_SQRT_M, EPS,
-                    PRECISION: tl.constexpr, LOWP: tl.constexpr, FAST: tl.constexpr):
-    """phi(q) (BLOCK_N, BLOCK_M) and the eps of each row: for FAVOR+ the row max a is subtracted and eps scaled by
-    exp(-a - m_k) alike, so num / (den + eps) equals the unstabilised formula."""
-    phi = _features(q, q16, xmask, Ws, Ws_hi, Ws_lo, FMAP, D_SCALE, PRECISION, LOWP, FAST)
-    eps = tl.zeros((q.shape[0],), dtype=tl.float32) + EPS
-    if FMAP == 3:
-        logits = tl.where(m_mask[None, :], phi, float("-inf"))
-        a = tl.max(logits, axis=1)
-        phi = _exp(logits - a[:, None], FAST) * INV_SQRT_M
-        eps = EPS * tl.exp(-(a + m_k))
-    return tl.where(m_mask[None, :], phi, 0.0), eps
-
-
 @triton.jit(do_not_specialize=["N", "L"])
 def _state_kernel(K, V, MASK, W, SZP, MP,
-                  N, L, H, D, E, M,
+                  N, L, H, D: tl.constexpr, E: tl.constexpr, M: tl.constexpr,
                   skb, skn, skh, svb, svn, svh, smb,
-                  D_SCALE, INV_SQRT_M,
+                  D_SCALE, LOG2_C,
                   FMAP: tl.constexpr, HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
                   ZDOT: tl.constexpr, FAST: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr):
-    p = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // H).to(tl.int64)
-    h = (bh % H).to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_e = tl.arange(0, BLOCK_E)
-    offs_m = tl.arange(0, BLOCK_M)
-    d_mask = offs_d < D
-    e_mask = offs_e < E
-    m_mask = offs_m < M
+    p, bh, b, h, start, end, offs_d, offs_e, offs_m, d_mask, e_mask, m_mask = _program(
+        N, L, H, D, E, M, BLOCK_D, BLOCK_E, BLOCK_M)
     ws, ws_hi, ws_lo = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, LOWP, BLOCK_M, BLOCK_D)
     S = tl.zeros((BLOCK_M, BLOCK_E), dtype=tl.float32)
     z = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    # ZDOT: z as phi^T 1 on the tensor cores (16 equal columns) instead of a cross-thread sum per tile
+    # ZDOT: z as phi^T 1 on the tensor cores (16 equal columns) instead of a cross-warp sum per tile
     z16 = tl.zeros((BLOCK_M, 16), dtype=tl.float32)
     ones = tl.full((BLOCK_N, 16), 1.0, tl.bfloat16)
     m_run = tl.full([], -1.0e30, tl.float32)  # the running FAVOR+ key offset; "nothing seen" stays finite
-    start = p.to(tl.int64) * L
-    end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
         valid = offs_n < end
         if HAS_MASK:
             valid = valid & (tl.load(MASK + b * smb + offs_n, mask=valid, other=0) != 0)
-        k16 = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :],
-                      mask=valid[:, None] & d_mask[None, :], other=0.0)
-        v16 = tl.load(V + b * svb + h * svh + offs_n[:, None] * svn + offs_e[None, :],
-                      mask=valid[:, None] & e_mask[None, :], other=0.0)
-        phi = _features(k16.to(tl.float32), k16, valid[:, None] & d_mask[None, :], ws, ws_hi, ws_lo, FMAP,
-                        D_SCALE, PRECISION, LOWP, FAST)
+        xmask = valid[:, None] & d_mask[None, :]
+        k16 = _load_tile(K, b, h, skb, skn, skh, offs_n, offs_d, xmask)
+        v16 = _load_tile(V, b, h, svb, svn, svh, offs_n, offs_e, valid[:, None] & e_mask[None, :])
+        k = k16.to(tl.float32)
         if FMAP == 3:
-            logits = tl.where(valid[:, None] & m_mask[None, :], phi, float("-inf"))
-            m_tile = tl.max(tl.max(logits, axis=1), axis=0)
+            xw = _favor_dot(k, k16, ws, ws_hi, ws_lo, m_mask, M, BLOCK_M, PRECISION, LOWP)
+            r = (0.5 * D_SCALE * D_SCALE) * tl.sum(k * k, axis=1)
+            m_tile = tl.max(tl.where(valid, tl.max(xw, axis=1) - r, -1.0e30), axis=0)
             if m_tile > m_run:  # rescale only when the offset grows: after the first tiles it rarely does
                 alpha = tl.exp(m_run - m_tile)
                 S = S * alpha
@@ -214,8 +282,9 @@ def _state_kernel(K, V, MASK, W, SZP, MP,
                 else:
                     z = z * alpha
                 m_run = m_tile
-            phi = _exp(logits - m_run, FAST) * INV_SQRT_M
-        phi = tl.where(valid[:, None] & m_mask[None, :], phi, 0.0)
+            phi = _favor_key_exp(xw, r, valid, m_run, LOG2_C, FAST)
+        else:
+            phi = tl.where(valid[:, None] & m_mask[None, :], _features(k, xmask, FMAP, FAST), 0.0)
         if LOWP:  # per-token roundings of phi; the sum over tokens keeps float32 accumulators
             phi_t = tl.trans(phi.to(tl.bfloat16))
             S = tl.dot(phi_t, v16, S)
@@ -228,9 +297,8 @@ def _state_kernel(K, V, MASK, W, SZP, MP,
             z += tl.sum(phi, axis=0)
     if LOWP and ZDOT:
         z = tl.max(z16, axis=1)
-    part = p.to(tl.int64) * tl.num_programs(1) + bh
-    _store_state(SZP, part, S, z, offs_m, offs_e, BLOCK_M, BLOCK_E)
-    tl.store(MP + part, m_run)
+    _store_state(SZP, p, bh, S, z, offs_m, offs_e, BLOCK_M, BLOCK_E)
+    tl.store(MP + p.to(tl.int64) * tl.num_programs(1) + bh, m_run)
 
 
 @triton.jit
@@ -263,137 +331,93 @@ def _reduce_kernel(PART, MP, OUT, MK, P, BH, RESCALE: tl.constexpr, SZ: tl.const
 
 @triton.jit(do_not_specialize=["N", "L"])
 def _output_kernel(Q, W, SZ_PTR, M_PTR, OUT,
-                   N, L, H, D, E, M,
+                   N, L, H, D: tl.constexpr, E: tl.constexpr, M: tl.constexpr,
                    sqb, sqn, sqh, sob, son, soh,
-                   D_SCALE, INV_SQRT_M, EPS,
-                   FMAP: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr, ZDOT: tl.constexpr,
+                   D_SCALE, LOG2_C, EPS,
+                   FMAP: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
                    FAST: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr,
                    BLOCK_M: tl.constexpr):
-    p = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // H).to(tl.int64)
-    h = (bh % H).to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_e = tl.arange(0, BLOCK_E)
-    offs_m = tl.arange(0, BLOCK_M)
-    d_mask = offs_d < D
-    e_mask = offs_e < E
-    m_mask = offs_m < M
+    p, bh, b, h, start, end, offs_d, offs_e, offs_m, d_mask, e_mask, m_mask = _program(
+        N, L, H, D, E, M, BLOCK_D, BLOCK_E, BLOCK_M)
     ws, ws_hi, ws_lo = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, LOWP, BLOCK_M, BLOCK_D)
     S, z, m_k = _load_state(SZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
-    S_hi, S_lo = _parts(S, LOWP)
+    S_hi = S.to(tl.bfloat16)  # LOWP: S's hi part alone, its rounding (2^-9, averaged over M terms) is below o's own
     eye = (offs_d[:, None] == offs_d[None, :]).to(tl.bfloat16)
-    start = p.to(tl.int64) * L
-    end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
         rows = offs_n < end
         xmask = rows[:, None] & d_mask[None, :]
-        q16 = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :], mask=xmask, other=0.0)
+        q16 = _load_tile(Q, b, h, sqb, sqn, sqh, offs_n, offs_d, xmask)
+        phi, eps = _query_features(_widen(q16, eye, LOWP), q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP,
+                                   D_SCALE, LOG2_C, EPS, M, BLOCK_M, PRECISION, LOWP, FAST)
         if LOWP:
-            q = tl.dot(q16, eye)
-        else:
-            q = q16.to(tl.float32)
-        phi, eps = _query_features(q, q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE,
-                                   INV_SQRT_M, EPS, PRECISION, LOWP, FAST)
-        if LOWP:  # S's hi part alone: its rounding (2^-9, averaged over M terms) is below o's own bf16 rounding
             num = tl.dot(phi.to(tl.bfloat16), S_hi)
         else:
             num = tl.dot(phi, S, input_precision=PRECISION)
         rden = 1.0 / (tl.sum(phi * z[None, :], axis=1) + eps)  # one division per row, not per element
-        o = num * rden[:, None]
-        tl.store(OUT + b * sob + h * soh + offs_n[:, None] * son + offs_e[None, :], o.to(OUT.dtype.element_ty),
-                 mask=rows[:, None] & e_mask[None, :])
+        _store_tile(OUT, b, h, sob, son, soh, offs_n, offs_e, rows[:, None] & e_mask[None, :], num * rden[:, None])
 
 
 @triton.jit(do_not_specialize=["N", "L"])
 def _query_grad_kernel(Q, DO, W, SZ_PTR, M_PTR, DQ, DSZP,
-                       N, L, H, D, E, M,
+                       N, L, H, D: tl.constexpr, E: tl.constexpr, M: tl.constexpr,
                        sqb, sqn, sqh, sdob, sdon, sdoh, sdqb, sdqn, sdqh,
-                       D_SCALE, INV_SQRT_M, EPS,
-                       FMAP: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr, ZDOT: tl.constexpr,
+                       D_SCALE, LOG2_C, EPS,
+                       FMAP: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
                        FAST: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr,
                        BLOCK_M: tl.constexpr):
     # With g = do S^T (BLOCK_N, M) and den = phi z + eps: rowsum(do * o) = phi . g / den, so o itself is not
-    # needed: d phi = (g - c z) / den with c = phi . g / den; dS += phi^T (do / den); dz -= phi^T (c / den).
-    p = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // H).to(tl.int64)
-    h = (bh % H).to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_e = tl.arange(0, BLOCK_E)
-    offs_m = tl.arange(0, BLOCK_M)
-    d_mask = offs_d < D
-    e_mask = offs_e < E
-    m_mask = offs_m < M
+    # needed: d phi = (g - c z) / den with c = phi . g / den; dS += (phi / den)^T do; dz -= (phi / den)^T c.
+    p, bh, b, h, start, end, offs_d, offs_e, offs_m, d_mask, e_mask, m_mask = _program(
+        N, L, H, D, E, M, BLOCK_D, BLOCK_E, BLOCK_M)
     ws, ws_hi, ws_lo = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, LOWP, BLOCK_M, BLOCK_D)
     S, z, m_k = _load_state(SZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
     St = tl.trans(S)
     St_hi, St_lo = _parts(St, LOWP)
-    dS = tl.zeros((BLOCK_M, BLOCK_E), dtype=tl.float32)
-    dz_acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     eye = (offs_d[:, None] == offs_d[None, :]).to(tl.bfloat16)
-    start = p.to(tl.int64) * L
-    end = tl.minimum(start + L, N)
+    dS = tl.zeros((BLOCK_M, BLOCK_E), dtype=tl.float32)
+    dz_acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)  # summed over its rows once, after the loop
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
         rows = offs_n < end
         xmask = rows[:, None] & d_mask[None, :]
-        q16 = tl.load(Q + b * sqb + h * sqh + offs_n[:, None] * sqn + offs_d[None, :], mask=xmask, other=0.0)
-        do16 = tl.load(DO + b * sdob + h * sdoh + offs_n[:, None] * sdon + offs_e[None, :],
-                       mask=rows[:, None] & e_mask[None, :], other=0.0)
+        q16 = _load_tile(Q, b, h, sqb, sqn, sqh, offs_n, offs_d, xmask)
+        do16 = _load_tile(DO, b, h, sdob, sdon, sdoh, offs_n, offs_e, rows[:, None] & e_mask[None, :])
         do = do16.to(tl.float32)
-        if LOWP:
-            q = tl.dot(q16, eye)
-        else:
-            q = q16.to(tl.float32)
-        phi, eps = _query_features(q, q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE, INV_SQRT_M, EPS,
-                                   PRECISION, LOWP, FAST)
+        q = _widen(q16, eye, LOWP)
+        phi, eps = _query_features(q, q16, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE, LOG2_C, EPS,
+                                   M, BLOCK_M, PRECISION, LOWP, FAST)
         rden = 1.0 / (tl.sum(phi * z[None, :], axis=1) + eps)
         g = _dot_state(do, St, St_hi, St_lo, PRECISION, LOWP)  # do is exact in bf16 under LOWP
         c = tl.sum(phi * g, axis=1) * rden
         gphi = (g - c[:, None] * z[None, :]) * rden[:, None]
         dq = _feature_grad(gphi, q, phi, xmask, ws, ws_hi, ws_lo, FMAP, D_SCALE, PRECISION, LOWP)
-        tl.store(DQ + b * sdqb + h * sdqh + offs_n[:, None] * sdqn + offs_d[None, :], dq.to(DQ.dtype.element_ty),
-                 mask=xmask)
-        # dS += (phi / den)^T do: do is the B operand as loaded; dz -= sum_n phi / den * c, summed after the loop
+        _store_tile(DQ, b, h, sdqb, sdqn, sdqh, offs_n, offs_d, xmask, dq)
         phir = phi * rden[:, None]
-        if LOWP:
+        if LOWP:  # do as loaded is the B operand; phi / den rounded once per token
             dS = tl.dot(tl.trans(phir.to(tl.bfloat16)), do16, dS)
         else:
             dS = tl.dot(tl.trans(phir), do, dS, input_precision=PRECISION)
         dz_acc += phir * c[:, None]
-    dz = -tl.sum(dz_acc, axis=0)
-    part = p.to(tl.int64) * tl.num_programs(1) + bh
-    _store_state(DSZP, part, dS, dz, offs_m, offs_e, BLOCK_M, BLOCK_E)
+    _store_state(DSZP, p, bh, dS, -tl.sum(dz_acc, axis=0), offs_m, offs_e, BLOCK_M, BLOCK_E)
 
 
 @triton.jit(do_not_specialize=["N", "L"])
 def _key_grad_kernel(K, V, MASK, W, DSZ_PTR, M_PTR, DK, DV,
-                     N, L, H, D, E, M,
+                     N, L, H, D: tl.constexpr, E: tl.constexpr, M: tl.constexpr,
                      skb, skn, skh, svb, svn, svh, smb, sdkb, sdkn, sdkh, sdvb, sdvn, sdvh,
-                     D_SCALE, INV_SQRT_M,
+                     D_SCALE, LOG2_C,
                      FMAP: tl.constexpr, HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
-                     ZDOT: tl.constexpr, FAST: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     FAST: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                      BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr):
-    p = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // H).to(tl.int64)
-    h = (bh % H).to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_e = tl.arange(0, BLOCK_E)
-    offs_m = tl.arange(0, BLOCK_M)
-    d_mask = offs_d < D
-    e_mask = offs_e < E
-    m_mask = offs_m < M
+    p, bh, b, h, start, end, offs_d, offs_e, offs_m, d_mask, e_mask, m_mask = _program(
+        N, L, H, D, E, M, BLOCK_D, BLOCK_E, BLOCK_M)
     ws, ws_hi, ws_lo = _load_projection(W, offs_m, offs_d, m_mask, d_mask, D, FMAP, LOWP, BLOCK_M, BLOCK_D)
     dS, dz, m_k = _load_state(DSZ_PTR, M_PTR, bh, offs_m, offs_e, BLOCK_M, BLOCK_E)
     dS_hi, dS_lo = _parts(dS, LOWP)
     dSt = tl.trans(dS)
     dSt_hi, dSt_lo = _parts(dSt, LOWP)
     eye = (offs_d[:, None] == offs_d[None, :]).to(tl.bfloat16)
-    start = p.to(tl.int64) * L
-    end = tl.minimum(start + L, N)
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
         rows = offs_n < end
@@ -401,25 +425,18 @@ def _key_grad_kernel(K, V, MASK, W, DSZ_PTR, M_PTR, DK, DV,
         if HAS_MASK:
             valid = valid & (tl.load(MASK + b * smb + offs_n, mask=rows, other=0) != 0)
         xmask = rows[:, None] & d_mask[None, :]
-        k16 = tl.load(K + b * skb + h * skh + offs_n[:, None] * skn + offs_d[None, :], mask=xmask, other=0.0)
-        v = tl.load(V + b * svb + h * svh + offs_n[:, None] * svn + offs_e[None, :],
-                    mask=rows[:, None] & e_mask[None, :], other=0.0).to(tl.float32)
-        if LOWP:
-            k = tl.dot(k16, eye)
-        else:
-            k = k16.to(tl.float32)
-        phi = _features(k, k16, xmask, ws, ws_hi, ws_lo, FMAP, D_SCALE, PRECISION, LOWP, FAST)
-        if FMAP == 3:
-            phi = _exp(tl.where(m_mask[None, :], phi, float("-inf")) - m_k, FAST) * INV_SQRT_M
-        keep = valid[:, None] & m_mask[None, :]
-        phi = tl.where(keep, phi, 0.0)
-        gphi = tl.where(keep, _dot_state(v, dSt, dSt_hi, dSt_lo, PRECISION, LOWP) + dz[None, :], 0.0)
+        vmask = rows[:, None] & e_mask[None, :]
+        k16 = _load_tile(K, b, h, skb, skn, skh, offs_n, offs_d, xmask)
+        v = _load_tile(V, b, h, svb, svn, svh, offs_n, offs_e, vmask).to(tl.float32)
+        k = _widen(k16, eye, LOWP)
+        phi = _key_features(k, k16, valid, xmask, ws, ws_hi, ws_lo, m_mask, m_k, FMAP, D_SCALE, LOG2_C, M, BLOCK_M,
+                            PRECISION, LOWP, FAST)
+        gphi = tl.where(valid[:, None] & m_mask[None, :],
+                        _dot_state(v, dSt, dSt_hi, dSt_lo, PRECISION, LOWP) + dz[None, :], 0.0)
         dk = _feature_grad(gphi, k, phi, xmask, ws, ws_hi, ws_lo, FMAP, D_SCALE, PRECISION, LOWP)
-        dv = _dot_state(phi, dS, dS_hi, dS_lo, PRECISION, LOWP)
-        tl.store(DK + b * sdkb + h * sdkh + offs_n[:, None] * sdkn + offs_d[None, :], dk.to(DK.dtype.element_ty),
-                 mask=xmask)
-        tl.store(DV + b * sdvb + h * sdvh + offs_n[:, None] * sdvn + offs_e[None, :], dv.to(DV.dtype.element_ty),
-                 mask=rows[:, None] & e_mask[None, :])
+        _store_tile(DK, b, h, sdkb, sdkn, sdkh, offs_n, offs_d, xmask, dk)
+        _store_tile(DV, b, h, sdvb, sdvn, sdvh, offs_n, offs_e, vmask, _dot_state(phi, dS, dS_hi, dS_lo, PRECISION,
+                                                                                  LOWP))
 
 
 # --- launch helpers ---------------------------------------------------------------------------------------------
@@ -431,8 +448,7 @@ def _config(d: int, e: int, m: int, backward: bool, itemsize: int = 2) -> dict:
     64 tokens x 4 warps is best for D = E = 64 and for the FAVOR+ forward with M = 128 (state 128 x 64), while the
     heavier FAVOR+ backward kernels run best with 128 x 8; D or E of 256 leaves registers for 16 tokens only.
     float32 inputs with a dim above 64 take 32 x 8 (larger tiles exceed the shared memory).
-    ZDOT (z and dz on the tensor cores) with 4 warps only: with 8 warps it was seen to fault on the H200 (Triton
-    3.6). GENOLIN_TRITON_BLOCK_N / _WARPS override (tuning)."""
+    GENOLIN_TRITON_BLOCK_N / _WARPS override (tuning)."""
     bd, be, bm = (max(16, triton.next_power_of_2(x)) for x in (d, e, m))
     widest = max(bd, be, bm)
     if widest <= 64 or (not backward and bm * be <= 128 * 64 and bd <= 128 and itemsize < 4):
@@ -445,8 +461,7 @@ def _config(d: int, e: int, m: int, backward: bool, itemsize: int = 2) -> dict:
         block_n, warps = 16, 8
     block_n = int(os.environ.get("GENOLIN_TRITON_BLOCK_N", block_n))
     warps = int(os.environ.get("GENOLIN_TRITON_WARPS", warps))
-    cfg = {"BLOCK_N": block_n, "BLOCK_D": bd, "BLOCK_E": be, "BLOCK_M": bm, "num_warps": warps,
-           "ZDOT": warps == 4 and os.environ.get("GENOLIN_TRITON_ZDOT", "1") != "0"}
+    cfg = {"BLOCK_N": block_n, "BLOCK_D": bd, "BLOCK_E": be, "BLOCK_M": bm, "num_warps": warps}
     if os.environ.get("GENOLIN_TRITON_STAGES"):  # software-pipelining depth of the token loops (tuning)
         cfg["num_stages"] = int(os.environ["GENOLIN_TRITON_STAGES"])
     return cfg
@@ -513,13 +528,17 @@ class _TritonLinearAttention(torch.autograd.Function):
         # bf16 inputs on CUDA: bf16 dot operands (states as hi + lo); not under the interpreter (no bf16 dots)
         lowp = q.is_cuda and q.dtype == torch.bfloat16 and os.environ.get("GENOLIN_TRITON_LOWP", "1") != "0"
         common = dict(FMAP=FMAPS[feature_map], PRECISION=_precision(q.dtype), LOWP=lowp, FAST=q.is_cuda)
-        scales = (d ** -0.25, 1.0 / math.sqrt(m))
+        scales = (d ** -0.25, -0.5 * math.log2(m))  # D_SCALE = D^-1/4, LOG2_C = log2(1 / sqrt(M))
+        # z of the state kernel on the tensor cores with 4 warps only: with 8 warps the same code was seen to fault
+        # on the H200 (Triton 3.6)
+        zdot = fwd_cfg["num_warps"] == 4 and os.environ.get("GENOLIN_TRITON_ZDOT", "1") != "0"
         szp = _alloc((p, b * h, bm * (be + 1)), q, torch.float32)
         mp = _alloc((p, b * h), q, torch.float32)
         _state_kernel[(p, b * h)](
             k, v, mask_t, w, szp, mp, n, length, h, d, e, m,
             k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-            mask_t.stride(0) if mask is not None else 0, *scales, HAS_MASK=mask is not None, **common, **fwd_cfg)
+            mask_t.stride(0) if mask is not None else 0, *scales, HAS_MASK=mask is not None, ZDOT=zdot, **common,
+            **fwd_cfg)
         sz, m_k = _reduce(szp, mp if favor else None)
         o = _alloc((b, n, h, e), v)
         _output_kernel[(p, b * h)](
