@@ -15,15 +15,20 @@ Forward
 Backward (saved: q, k, v, mask, W and the float32 S, z, m; not phi, not o)
   A. query kernel, grid (P, B*H): recompute phi(q) and den = phi(q) z + eps; g = do S^T; since
      rowsum(do * o) = phi(q) . g / den, o is not needed: c = phi(q) . g / den, dq = ((g - c z^T) / den) * phi'(q);
-     partial dS += phi(q)^T (do / den), dz -= phi(q)^T (c / den).
+     partial dS += (phi(q) / den)^T do, dz -= (phi(q) / den)^T c.
   B. after the reduction of dS, dz, key kernel: dk = (v dS^T + dz) * phi'(k), dv = phi(k) dS.
-All element offsets are int64 (tensors past 2^31 elements). N is not a compile-time constant (no recompiles).
-Dots (accumulation always float32): bf16 inputs on CUDA ("LOWP") use bf16 operands; a per-token operand (phi, do / den)
+FAVOR+ features are one FMA and one ex2 per element: keys exp2(x Ws^T log2(e) - bias_row) with bias_row =
+(|x|^2 D^-1/2 / 2 + m) log2(e) + log2(sqrt(M)) (+inf for padded keys); queries exp2((x Ws^T - max_m x Ws^T) log2(e))
+/ sqrt(M), where |x|^2 cancels against the row max.
+All element offsets are int64 (tensors past 2^31 elements). N is not a compile-time constant (no recompiles); D, E
+and M are (one compile per model shape; masks on those axes fold away when a dim is a power of two).
+Dots (accumulation always float32): bf16 inputs on CUDA ("LOWP") use bf16 operands; a per-token operand (phi / den)
 is rounded once (its errors average out over the sums), an operand shared by every token (S, dS, the FAVOR+ W) is
 split into hi + lo bf16 parts (two dots, ~16 mantissa bits; the forward output takes S's hi part alone, its
 rounding being below o's own bf16 rounding), and inputs (q, k, v, do) are exact in bf16. float16
 inputs use tf32 dots, float32 inputs IEEE float32 dots. On CUDA exp is one ex2.approx.ftz (values below 2^-126
-flush to zero).
+flush to zero). Under LOWP the q and k tiles pass through an exact dot with the identity (``_widen``) so that phi is
+computed once, in the dot-result layout.
 """
 
 from __future__ import annotations
