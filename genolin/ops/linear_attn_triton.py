@@ -109,7 +109,7 @@ def _features(x, xmask, FMAP: tl.constexpr, FAST: tl.constexpr):
     elif FMAP == 1:
         return tl.maximum(x, 0.0)
     else:
-        xm = tl.where(xmask, x, -1.0e30)  # finite: a row of padding gives exp(0), masked to 0 by the caller
+        xm = tl.where(xmask, x, -1.0e30)  # finite: a row of padding gives exp(0) here, not NaN; 0 after the where
         return tl.where(xmask, _exp(xm - tl.max(xm, axis=1)[:, None], FAST), 0.0)
 
 
@@ -128,6 +128,12 @@ def _favor_dot(x, x16, Ws, Ws_hi, Ws_lo, m_mask, M: tl.constexpr, BLOCK_M: tl.co
 
 
 @triton.jit
+def _favor_norm(x, D_SCALE):
+    """|x|^2 D^-1/2 / 2 per row of x (BLOCK_N, BLOCK_D): the FAVOR+ logits are x Ws^T minus this."""
+    return (0.5 * D_SCALE * D_SCALE) * tl.sum(x * x, axis=1)
+
+
+@triton.jit
 def _favor_key_exp(xw, r, valid, m_off, LOG2_C, FAST: tl.constexpr):
     """FAVOR+ key features exp(x Ws^T - r - m_off) / sqrt(M) as one FMA and one ex2 per element
     (r = |x|^2 D^-1/2 / 2 per row, LOG2_C = log2(1 / sqrt(M))); rows not valid get a bias of +inf, so 0."""
@@ -142,7 +148,7 @@ def _key_features(k, k16, valid, xmask, Ws, Ws_hi, Ws_lo, m_mask, m_k, FMAP: tl.
     """phi(k) (BLOCK_N, BLOCK_M), 0 for keys not valid and for padded features; FAVOR+ with the key offset m_k."""
     if FMAP == 3:
         xw = _favor_dot(k, k16, Ws, Ws_hi, Ws_lo, m_mask, M, BLOCK_M, PRECISION, LOWP)
-        phi = _favor_key_exp(xw, (0.5 * D_SCALE * D_SCALE) * tl.sum(k * k, axis=1), valid, m_k, LOG2_C, FAST)
+        phi = _favor_key_exp(xw, _favor_norm(k, D_SCALE), valid, m_k, LOG2_C, FAST)
     else:
         phi = tl.where(valid[:, None] & m_mask[None, :], _features(k, xmask, FMAP, FAST), 0.0)
     return phi
@@ -159,7 +165,7 @@ def _query_features(q, q16, xmask, Ws, Ws_hi, Ws_lo, m_mask, m_k, FMAP: tl.const
         xw = _favor_dot(q, q16, Ws, Ws_hi, Ws_lo, m_mask, M, BLOCK_M, PRECISION, LOWP)
         mx = tl.max(xw, axis=1)
         phi = _exp2(xw * _LOG2E - (mx * _LOG2E - LOG2_C)[:, None], FAST)
-        a = mx - (0.5 * D_SCALE * D_SCALE) * tl.sum(q * q, axis=1)
+        a = mx - _favor_norm(q, D_SCALE)
         eps = EPS * tl.exp(-(a + m_k))
     else:
         phi = tl.where(m_mask[None, :], _features(q, xmask, FMAP, FAST), 0.0)
@@ -190,17 +196,12 @@ def _feature_grad(g, x, phi, xmask, Ws, Ws_hi, Ws_lo, FMAP: tl.constexpr, D_SCAL
 
 
 @triton.jit
-def _split_bf16(x):
-    """x (float32) as hi + lo, both bf16: their sum keeps ~16 bits of x's mantissa."""
-    hi = x.to(tl.bfloat16)
-    return hi, (x - hi.to(tl.float32)).to(tl.bfloat16)
-
-
-@triton.jit
 def _parts(x, LOWP: tl.constexpr):
-    """(hi, lo) bf16 parts of a loop-invariant float32 operand under LOWP; else x twice (unused)."""
+    """A loop-invariant float32 operand as (hi, lo) bf16 parts under LOWP (their sum keeps ~16 bits of x's
+    mantissa); else x twice (unused)."""
     if LOWP:
-        hi, lo = _split_bf16(x)
+        hi = x.to(tl.bfloat16)
+        lo = (x - hi.to(tl.float32)).to(tl.bfloat16)
     else:
         hi = x
         lo = x
@@ -277,7 +278,7 @@ def _state_kernel(K, V, MASK, W, SZP, MP,
         k = k16.to(tl.float32)
         if FMAP == 3:
             xw = _favor_dot(k, k16, ws, ws_hi, ws_lo, m_mask, M, BLOCK_M, PRECISION, LOWP)
-            r = (0.5 * D_SCALE * D_SCALE) * tl.sum(k * k, axis=1)
+            r = _favor_norm(k, D_SCALE)
             m_tile = tl.max(tl.where(valid, tl.max(xw, axis=1) - r, -1.0e30), axis=0)
             if m_tile > m_run:  # rescale only when the offset grows: after the first tiles it rarely does
                 alpha = tl.exp(m_run - m_tile)
@@ -289,7 +290,8 @@ def _state_kernel(K, V, MASK, W, SZP, MP,
                 m_run = m_tile
             phi = _favor_key_exp(xw, r, valid, m_run, LOG2_C, FAST)
         else:
-            phi = tl.where(valid[:, None] & m_mask[None, :], _features(k, xmask, FMAP, FAST), 0.0)
+            phi = _key_features(k, k16, valid, xmask, ws, ws_hi, ws_lo, m_mask, m_run, FMAP, D_SCALE, LOG2_C, M,
+                                BLOCK_M, PRECISION, LOWP, FAST)
         if LOWP:  # per-token roundings of phi; the sum over tokens keeps float32 accumulators
             phi_t = tl.trans(phi.to(tl.bfloat16))
             S = tl.dot(phi_t, v16, S)
