@@ -27,7 +27,7 @@ def one(mixer: str, n: int, chunk: int, device: str) -> dict:
     from genolin.model import Encoder, EncoderConfig
 
     torch.manual_seed(0)
-    cfg = EncoderConfig(d_model=256, n_layers=6, n_heads=8, mixer=mixer, chunk_size=chunk, track_channels=2)
+    cfg = EncoderConfig(d_model=256, n_layers=6, n_heads=8, mixer=mixer, chunk_tokens=chunk, track_channels=2)
     model = Encoder(cfg).to(device).eval()
     ids = torch.randint(5, cfg.vocab_size, (1, n), device=device)
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
-import json
 import logging
 import platform
 import statistics
@@ -27,7 +26,7 @@ from pathlib import Path
 import torch
 
 from genolin import __version__
-from genolin.ops import favor_projection, linear_attention, softmax_attention
+from genolin.ops import favor_projection, linear_attention, local_softmax_attention, softmax_attention
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +45,8 @@ def _attention_fn(variant: str, *, head_dim: int, favor_features: int, window: i
         return lambda q, k, v: linear_attention(q, k, v, feature_map="favor", projection=w, chunk_size=chunk_size)
     if variant == "hybrid":
         def hybrid(q, k, v):
-            b, n, h, d = q.shape
-            pad = -n % window
-            qp, kp, vp = (torch.nn.functional.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
-            mask = torch.arange(n + pad, device=q.device) < n
-            nw = (n + pad) // window
-            local = softmax_attention(*(t.reshape(b * nw, window, h, -1) for t in (qp, kp, vp)),
-                                      key_padding_mask=mask.expand(b, -1).reshape(b * nw, window))
             glob = linear_attention(q, k, v, feature_map="elu", chunk_size=chunk_size)
-            return 0.5 * (local.reshape(b, n + pad, h, -1)[:, :n] + glob)
+            return 0.5 * (local_softmax_attention(q, k, v, window) + glob)
         return hybrid
     raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
 
@@ -297,11 +289,9 @@ def plot(result: dict, path: str | Path) -> Path:
 
 
 def write_result(result: dict, json_path: str | Path) -> Path:
-    from genolin.io.atomic import atomic_open
+    from genolin.io.atomic import write_json
 
-    with atomic_open(json_path) as fh:
-        json.dump(result, fh, indent=2)
-        fh.write("\n")
+    write_json(json_path, result)
     return Path(json_path)
 
 

@@ -1,6 +1,8 @@
-"""Run directories: what ``genolin train`` writes and ``evaluate`` / ``predict`` / ``--resume`` read.
+"""Run directories: what ``genolin train`` writes and ``evaluate`` / ``predict`` / ``--resume`` read; this module is
+their one reader.
 
-    RUN_DIR/config.json            the run: task, classes, tokenizer, window, model and training settings, data
+    RUN_DIR/config.json            the run (format 2): task, its state (classes; pos_weight of a track model),
+                                   ``train`` (TrainConfig, the resolved encoder config under train.model), data
     RUN_DIR/model.safetensors      weights at the last checkpoint (FAVOR+ projections included)
     RUN_DIR/best.safetensors       weights with the best validation metric (what evaluate/predict use)
     RUN_DIR/optimizer.safetensors  optimizer tensors; its scalar state and param groups are in trainer_state.json
@@ -9,19 +11,24 @@
     RUN_DIR/metrics.jsonl, train.log
 
 Weights are safetensors and everything else JSON: nothing is unpickled. Every file is written under a temporary
-name and renamed. Missing or corrupt files are InputError naming the file.
+name and renamed. Missing or corrupt files are InputError naming the file. config.json of earlier formats is
+migrated on read (``genolin.config.migrate_run_config``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from genolin import __version__
+from genolin.config import FORMAT, TASKS, DataSpec, TrainConfig, migrate_run_config
 from genolin.errors import InputError
-from genolin.io.atomic import atomic_open, atomic_path
+from genolin.io.atomic import atomic_path, write_json
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -30,10 +37,54 @@ OPTIMIZER = "optimizer.safetensors"
 STATE = "trainer_state.json"
 
 
-def write_json(path: str | os.PathLike, data: dict) -> None:
-    with atomic_open(path) as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")
+@dataclass
+class RunConfig:
+    """config.json of a run: the task, its state, every setting and where the data came from."""
+
+    task: str
+    train: TrainConfig  # train.model: the encoder config as built (vocabulary, head, seed filled in)
+    data: DataSpec
+    task_state: dict = field(default_factory=dict)  # "classes"; "pos_weight" of a track model
+    created: str = ""
+
+    def to_dict(self) -> dict:
+        import dataclasses
+
+        return {"genolin": __version__, "format": FORMAT, "task": self.task, **self.task_state,
+                "train": self.train.to_dict(), "data": dataclasses.asdict(self.data),
+                "created": self.created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+
+
+TASK_STATE_KEYS = ("classes", "pos_weight")
+
+
+def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
+    """RUN_DIR/config.json (any format) -> RunConfig; InputError when the folder or the file is not a run's."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise InputError(run_dir, "no such run directory")
+    path = run_dir / CONFIG
+    saved = read_json(path)
+    try:
+        saved = migrate_run_config(saved)
+        if saved["task"] not in TASKS:
+            raise ValueError(f"unknown task {saved['task']!r}")
+        return RunConfig(task=saved["task"], train=TrainConfig.from_dict(saved["train"]),
+                         data=DataSpec(**saved["data"]),
+                         task_state={k: saved[k] for k in TASK_STATE_KEYS if k in saved},
+                         created=saved.get("created", ""))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(path, f"not a genolin run configuration ({type(exc).__name__}: {exc})") from None
+
+
+def write_run_config(run_dir: str | os.PathLike, config: RunConfig) -> None:
+    write_json(Path(run_dir) / CONFIG, config.to_dict())
+
+
+def weights_for_inference(run_dir: str | os.PathLike) -> Path:
+    """best.safetensors if training validated, else model.safetensors (the last checkpoint)."""
+    run_dir = Path(run_dir)
+    return run_dir / BEST if (run_dir / BEST).exists() else run_dir / WEIGHTS
 
 
 def read_json(path: str | os.PathLike) -> dict:

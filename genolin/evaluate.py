@@ -1,9 +1,15 @@
-"""Evaluation: metrics (scikit-learn) and a report (JSON, markdown, ROC and PR curves as PNG).
+"""``genolin evaluate``: score a trained run on labelled data and write a report (JSON, markdown, ROC and PR curves).
 
-- Sequence classification: y (n,) class indices, probs (n, C) -> accuracy, AUROC, AUPRC, MCC, F1, confusion
-  matrix (binary: the last class is the positive one; multiclass: macro averages, one-vs-rest).
-- Genome tracks: per bin and strand, y (n, 2) in {0, 1}, probs (n, 2) -> the binary metrics per strand and pooled
-  over both strands, each with its positive rate (the AUPRC of a random predictor).
+    evaluate(run, inputs, out_dir, rc_average=, threshold=, held_out=) -> (metrics, report path)
+
+The scores come from the run's task (``genolin.tasks``) through ``Task.evaluate``, the same path that validation
+takes during training: on the same data a run's validation metrics and evaluate's agree.
+- Sequence classifiers: accuracy, AUROC, AUPRC, MCC, F1, confusion matrix on a labelled set.
+- Track models: per bin and strand, the binary metrics per strand and pooled over both strands, each with its
+  positive rate (the AUPRC of a random predictor), on whole genomes or (``held_out``) on the end of each contig
+  that training held out.
+
+Writes ``out_dir/metrics.json``, ``report.md``, ``roc.png`` and ``pr.png``.
 """
 
 from __future__ import annotations
@@ -13,70 +19,22 @@ from pathlib import Path
 
 import numpy as np
 
+from genolin.config import DataSpec
+
 log = logging.getLogger(__name__)
 
 
-def classification_metrics(y: np.ndarray, probs: np.ndarray, classes: list[str]) -> dict:
-    from sklearn.metrics import (
-        accuracy_score,
-        average_precision_score,
-        confusion_matrix,
-        f1_score,
-        matthews_corrcoef,
-        roc_auc_score,
-    )
-
-    y = np.asarray(y)
-    probs = np.asarray(probs, dtype=np.float64)
-    pred = probs.argmax(axis=1)
-    labels = list(range(len(classes)))
-    out = {
-        "n": int(len(y)),
-        "accuracy": float(accuracy_score(y, pred)),
-        "mcc": float(matthews_corrcoef(y, pred)),
-        "confusion_matrix": confusion_matrix(y, pred, labels=labels).tolist(),
-        "classes": list(classes),
-    }
-    present = np.unique(y)
-    if len(classes) == 2:
-        out["f1"] = float(f1_score(y, pred, pos_label=1, zero_division=0))
-        out["positive_class"] = classes[1]
-        out["positive_rate"] = float((y == 1).mean())
-        if len(present) == 2:
-            out["auroc"] = float(roc_auc_score(y, probs[:, 1]))
-            out["auprc"] = float(average_precision_score(y, probs[:, 1]))
-    else:
-        out["f1"] = float(f1_score(y, pred, average="macro", zero_division=0))
-        if len(present) == len(classes):
-            out["auroc"] = float(roc_auc_score(y, probs, multi_class="ovr", labels=labels))
-            onehot = np.eye(len(classes))[y]
-            out["auprc"] = float(average_precision_score(onehot, probs, average="macro"))
-    return out
-
-
-def binary_metrics(y: np.ndarray, p: np.ndarray, threshold: float = 0.5) -> dict:
-    """Metrics of one binary prediction (track bins): AUROC, AUPRC, positive rate, MCC and F1 at a threshold."""
-    from sklearn.metrics import average_precision_score, f1_score, matthews_corrcoef, roc_auc_score
-
-    y = np.asarray(y).astype(np.int8)
-    p = np.asarray(p, dtype=np.float64)
-    pred = (p >= threshold).astype(np.int8)
-    out = {"n": int(len(y)), "positives": int(y.sum()), "positive_rate": float(y.mean()) if len(y) else 0.0,
-           "threshold": threshold, "mcc": float(matthews_corrcoef(y, pred)),
-           "f1": float(f1_score(y, pred, zero_division=0))}
-    if 0 < y.sum() < len(y):
-        out["auroc"] = float(roc_auc_score(y, p))
-        out["auprc"] = float(average_precision_score(y, p))
-    return out
-
-
-def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> dict:
-    """y, probs (n_bins, 2): metrics for the + strand, the - strand and both pooled."""
-    return {
-        "plus": binary_metrics(y[:, 0], probs[:, 0], threshold),
-        "minus": binary_metrics(y[:, 1], probs[:, 1], threshold),
-        "pooled": binary_metrics(y.reshape(-1), probs.reshape(-1), threshold),
-    }
+def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = False, threshold: float = 0.5,
+             held_out: bool = False, progress: bool | None = None) -> tuple[dict, Path]:
+    """Metrics of ``run`` (a genolin.inference.Run) on ``inputs``, and the report written to ``out_dir``."""
+    task = run.task
+    eval_set = task.load_evaluation(inputs, held_out=held_out)
+    metrics, y, p = task.evaluate(run.predictor, eval_set, rc_average=rc_average, threshold=threshold,
+                                  progress=progress)
+    report = write_report(out_dir, metrics, task.curves(y, p), task.report_lines(metrics),
+                          task.describe(inputs, held_out))
+    log.info("%s -> %s", task.summary(metrics), report)
+    return metrics, report
 
 
 def _curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path) -> list[str]:
@@ -118,35 +76,15 @@ def _curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path) -> 
 
 
 def write_report(out_dir: str | Path, metrics: dict, curves: dict[str, tuple[np.ndarray, np.ndarray]],
-                 title: str) -> Path:
-    """metrics.json, report.md and roc.png / pr.png in ``out_dir``; returns the report path."""
-    from genolin.checkpoint import write_json
-    from genolin.io.atomic import atomic_open
+                 table: list[str], title: str) -> Path:
+    """metrics.json, report.md (``title``, the ``table`` lines, the plots) and roc.png / pr.png in ``out_dir``."""
+    from genolin.io.atomic import atomic_open, write_json
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "metrics.json", metrics)
     pngs = _curves(curves, out_dir)
-    lines = [f"# {title}", ""]
-    if "plus" in metrics:
-        lines += ["| strand | bins | positives | positive rate | AUROC | AUPRC | MCC | F1 |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for strand in ("plus", "minus", "pooled"):
-            m = metrics[strand]
-            lines.append(f"| {strand} | {m['n']:,} | {m['positives']:,} | {m['positive_rate']:.4f} | "
-                         f"{m.get('auroc', float('nan')):.4f} | {m.get('auprc', float('nan')):.4f} | "
-                         f"{m['mcc']:.4f} | {m['f1']:.4f} |")
-    else:
-        lines += ["| metric | value |", "|---|---:|"]
-        for key in ("n", "accuracy", "auroc", "auprc", "mcc", "f1"):
-            if key in metrics:
-                value = metrics[key]
-                lines.append(f"| {key} | {value:,} |" if isinstance(value, int) else f"| {key} | {value:.4f} |")
-        classes = metrics["classes"]
-        lines += ["", "Confusion matrix (rows: true class, columns: predicted):", "",
-                  "| | " + " | ".join(classes) + " |", "|---|" + "---:|" * len(classes)]
-        for name, row in zip(classes, metrics["confusion_matrix"], strict=True):
-            lines.append(f"| {name} | " + " | ".join(str(v) for v in row) + " |")
+    lines = [f"# {title}", "", *table]
     lines += [""] + [f"![{p[:-4]}]({p})" for p in pngs] + [""]
     with atomic_open(out_dir / "report.md") as fh:
         fh.write("\n".join(lines))

@@ -14,10 +14,10 @@ Mixers (``EncoderConfig.mixer``):
              of q and k to ``feature_dim`` features (design document 002).
 - "favor":   FAVOR+ with ``favor_features`` random features, redrawn by ``redraw_favor_features(step)`` while
              training (a buffer: fixed in eval and saved with the model).
-- "hybrid":  softmax inside non-overlapping windows of ``window`` tokens plus global linear attention, mixed per
-             head and token by a learned sigmoid gate (design document 000).
+- "hybrid":  softmax inside non-overlapping windows of ``local_window_tokens`` tokens plus global linear
+             attention, mixed per head and token by a learned sigmoid gate (design document 000).
 
-Memory: with gradients off and N > ``chunk_size`` the forward pass streams every sub-layer over chunks of
+Memory: with gradients off and N > ``chunk_tokens`` the forward pass streams every sub-layer over chunks of
 tokens (norm, convolution, projections, attention state, MLP), so peak memory is a few (N, d) activations.
 Training uses the plain path (the attention op itself still works in chunks); ``checkpointing`` recomputes each
 block in the backward pass. ``causal=True`` gives a left-to-right encoder with a step API (``init_state`` /
@@ -39,6 +39,7 @@ from genolin.ops import (
     causal_linear_attention,
     favor_projection,
     linear_attention,
+    local_softmax_attention,
     query_state,
     softmax_attention,
 )
@@ -57,7 +58,7 @@ class EncoderConfig:
     feature_dim: int | None = None  # learned per-head projection of q, k to this many features (None: off)
     favor_features: int = 128
     favor_redraw_interval: int = 1000  # optimizer steps between FAVOR+ redraws while training (0: never)
-    window: int = 128  # "hybrid": local softmax window in tokens
+    local_window_tokens: int = 128  # "hybrid": local softmax window
     conv_kernel: int = 7
     mlp_ratio: float = 8 / 3  # gated MLP hidden size / d_model
     dropout: float = 0.0
@@ -65,7 +66,7 @@ class EncoderConfig:
     n_classes: int = 2  # 0: no sequence head
     track_channels: int = 0  # 0: no track head
     pooling: str = "mean"  # mean | attention
-    chunk_size: int = 16384  # tokens per chunk for the attention op and for streaming inference
+    chunk_tokens: int = 16384  # per chunk, for the attention op and for streaming inference
     checkpointing: bool = False
     eps: float = 1e-6
     seed: int = 0  # FAVOR+ draws derive from it
@@ -81,8 +82,8 @@ class EncoderConfig:
         if self.feature_map not in ("elu", "relu", "exp"):
             raise ValueError(f"feature_map must be elu, relu or exp (FAVOR+ is mixer='favor'), "
                              f"got {self.feature_map!r}")
-        if self.mixer == "hybrid" and self.chunk_size % self.window:
-            raise ValueError("chunk_size must be a multiple of window for the hybrid mixer")
+        if self.mixer == "hybrid" and self.chunk_tokens % self.local_window_tokens:
+            raise ValueError("chunk_tokens must be a multiple of local_window_tokens for the hybrid mixer")
 
     @property
     def head_dim(self) -> int:
@@ -176,21 +177,9 @@ class Mixer(nn.Module):
         return {"feature_map": self.cfg.feature_map}
 
     def _local(self, q, k, v, mask):
-        """Softmax within non-overlapping windows: (B, N, H, *) -> (B, N, H, hd)."""
-        b, n, h, hd = q.shape
-        w = self.cfg.window
-        pad = -n % w
-        if mask is None:
-            mask = torch.ones(b, n, dtype=torch.bool, device=q.device)
-        if pad:
-            q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
-            mask = F.pad(mask, (0, pad), value=False)
-        nw = (n + pad) // w
-        qw, kw, vw = (t.reshape(b * nw, w, h, hd) for t in (q, k, v))
-        mw = mask.reshape(b * nw, w)
-        mw = mw | ~mw.any(dim=1, keepdim=True)  # windows of padding only: any finite output will do
-        o = softmax_attention(qw, kw, vw, key_padding_mask=mw, causal=self.cfg.causal)
-        return o.reshape(b, n + pad, h, hd)[:, :n]
+        """Softmax within non-overlapping windows: (B, N, H, hd) -> (B, N, H, hd)."""
+        return local_softmax_attention(q, k, v, self.cfg.local_window_tokens, key_padding_mask=mask,
+                                       causal=self.cfg.causal)
 
     def _combine(self, x, local, global_):
         g = torch.sigmoid(self.gate(x)).unsqueeze(-1)  # (B, N, H, 1)
@@ -207,7 +196,7 @@ class Mixer(nn.Module):
         if cfg.mixer == "softmax":
             return self._finish(softmax_attention(q, k, v, key_padding_mask=mask, causal=cfg.causal))
         o = linear_attention(self._features(q), self._features(k), v, key_padding_mask=mask, causal=cfg.causal,
-                             eps=cfg.eps, chunk_size=cfg.chunk_size, **self._linear_kwargs())
+                             eps=cfg.eps, chunk_size=cfg.chunk_tokens, **self._linear_kwargs())
         if cfg.mixer == "hybrid":
             o = self._combine(x, self._local(q, k, v, mask), o)
         return self._finish(o)
@@ -251,7 +240,7 @@ class Mixer(nn.Module):
         cfg = self.cfg
         q, k, v = self._qkv(x[:, None])
         if cfg.mixer in ("softmax", "hybrid"):  # softmax over the cached keys (hybrid: of the current window)
-            start_new_window = cfg.mixer == "hybrid" and state["t"] % cfg.window == 0
+            start_new_window = cfg.mixer == "hybrid" and state["t"] % cfg.local_window_tokens == 0
             if state["k"] is None or start_new_window:
                 state["k"], state["v"] = k, v
             else:
@@ -343,12 +332,12 @@ class Encoder(nn.Module):
         mask_or_none = None if bool(mask.all()) else mask
         x = self.embed(ids)
         if stream is None:
-            stream = not torch.is_grad_enabled() and ids.shape[1] > cfg.chunk_size and cfg.mixer != "softmax"
+            stream = not torch.is_grad_enabled() and ids.shape[1] > cfg.chunk_tokens and cfg.mixer != "softmax"
         elif stream and cfg.mixer == "softmax":
             raise ValueError("the softmax mixer is quadratic and has no streaming path")
         if stream:
             for block in self.blocks:
-                block.stream_(x, mask_or_none, cfg.chunk_size)
+                block.stream_(x, mask_or_none, cfg.chunk_tokens)
             return self._final_norm_streaming(x)
         for block in self.blocks:
             if cfg.checkpointing and self.training:
@@ -359,8 +348,8 @@ class Encoder(nn.Module):
 
     @torch.no_grad()
     def _final_norm_streaming(self, x: torch.Tensor) -> torch.Tensor:
-        for s in range(0, x.shape[1], self.cfg.chunk_size):
-            x[:, s:s + self.cfg.chunk_size] = self.norm(x[:, s:s + self.cfg.chunk_size])
+        for s in range(0, x.shape[1], self.cfg.chunk_tokens):
+            x[:, s:s + self.cfg.chunk_tokens] = self.norm(x[:, s:s + self.cfg.chunk_tokens])
         return x
 
     def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

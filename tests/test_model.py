@@ -11,8 +11,8 @@ MIXERS = ["softmax", "linear", "favor", "hybrid"]
 
 
 def small(mixer="linear", **kw) -> EncoderConfig:
-    base = dict(vocab_size=5 + 4**3, d_model=24, n_layers=2, n_heads=3, mixer=mixer, chunk_size=16, window=8,
-                favor_features=12, track_channels=2, conv_kernel=5)
+    base = dict(vocab_size=5 + 4**3, d_model=24, n_layers=2, n_heads=3, mixer=mixer, chunk_tokens=16,
+                local_window_tokens=8, favor_features=12, track_channels=2, conv_kernel=5)
     base.update(kw)
     return EncoderConfig(**base)
 
@@ -64,13 +64,13 @@ def test_streaming_equals_plain_forward(mixer, causal, monkeypatch):
     original = Block.stream_
     monkeypatch.setattr(Block, "stream_", lambda self, *a: (calls.append(1), original(self, *a))[1])
     with torch.no_grad():
-        streamed = m(ids)  # N = 45 > chunk_size = 16 with gradients off: streams automatically
+        streamed = m(ids)  # N = 45 > chunk_tokens = 16 with gradients off: streams automatically
     assert len(calls) == cfg.n_layers
     real = ids != 0
     assert torch.allclose(streamed.hidden[real], plain.hidden[real], atol=1e-10)
     assert torch.allclose(streamed.logits, plain.logits, atol=1e-10)
     # a different chunk size for the op than for the stream changes summation order only
-    m.cfg.chunk_size = 24  # a multiple of the hybrid window (8)
+    m.cfg.chunk_tokens = 24  # a multiple of the hybrid window (8)
     with torch.no_grad():
         other = m(ids, stream=True)
     assert torch.allclose(other.hidden[real], plain.hidden[real], atol=1e-10)
@@ -149,8 +149,8 @@ def test_config_checks_and_round_trip():
         small("performer")
     with pytest.raises(ValueError, match="divisible"):
         small(d_model=25)
-    with pytest.raises(ValueError, match="multiple of window"):
-        small("hybrid", chunk_size=20)
+    with pytest.raises(ValueError, match="multiple of local_window_tokens"):
+        small("hybrid", chunk_tokens=20)
     with pytest.raises(ValueError, match="no streaming path"), torch.no_grad():
         model(small("softmax"))(token_batch(), stream=True)
 
@@ -158,7 +158,7 @@ def test_config_checks_and_round_trip():
 def test_float32_long_input_streams_with_small_memory_footprint():
     """A few thousand tokens through the streaming path in float32: finite and equal to the plain path."""
     torch.manual_seed(0)
-    m = Encoder(small("linear", chunk_size=512)).eval()
+    m = Encoder(small("linear", chunk_tokens=512)).eval()
     ids = torch.randint(5, 69, (1, 5000))
     with torch.no_grad():
         streamed = m(ids)
@@ -179,7 +179,7 @@ def test_streaming_never_forms_full_length_projections(monkeypatch):
     original_qkv = model_mod.Mixer._qkv
     monkeypatch.setattr(model_mod.Mixer, "_qkv", lambda self, x: (qkv_lengths.append(x.shape[1]),
                                                                    original_qkv(self, x))[1])
-    m = model(small("hybrid", chunk_size=16))
+    m = model(small("hybrid", chunk_tokens=16))
     with torch.no_grad():
         m(token_batch(n=100, lengths=(100, 60, 9)))
     assert max(seen) <= 16 and max(qkv_lengths) <= 16

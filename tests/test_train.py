@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from conftest import DATA, ECOLI_BGZ, GUE_TATA
 
 from genolin.cli import cli
-from genolin.data import SequenceData, TrackData, Window
 from genolin.io.bed import Interval
 from genolin.io.fasta import Genome, read_fasta
 from genolin.io.labelled import load_labelled
-from genolin.predict import PeakCaller
+from genolin.tasks import SequenceData, TrackData, Window
+from genolin.tasks.track import PeakCaller
 from genolin.tokenize import kmer_ids, reverse_complement
 
 GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
@@ -58,7 +58,7 @@ def genome_small(tmp_path_factory):
             for name, lo, hi in (("chrA", 0, 60_000), ("chrB", 100_000, 109_000)):
                 if lo <= pos < hi:
                     fh.write(f"{name}\t{pos - lo}\t{pos - lo + 1}\t{f[3]}\t0\t{f[5]}\n")
-    (d / "tiny.yaml").write_text("window: 2048\nwindows_per_epoch: 24\nbatch_size: 4\nd_model: 32\n")
+    (d / "tiny.yaml").write_text("window_bp: 2048\nwindows_per_epoch: 24\nbatch_size: 4\nd_model: 32\n")
     return d
 
 
@@ -179,7 +179,7 @@ def test_reverse_complement_window_mirrors_targets():
     tss = [Interval("NC_000913.3", 1_000 + 37, 1_000 + 38, "p", None, "+"),
            Interval("NC_000913.3", 1_000 + 500, 1_000 + 501, "m", None, "-"),
            Interval("NC_000913.3", 1_000 + 1023, 1_000 + 1024, "edge", None, "+")]
-    data = TrackData(genome, tss, window=1024, k=6, stride=4, tolerance=1)
+    data = TrackData(genome, tss, window_bp=1024, k=6, stride=4, tolerance_bins=1)
     w = Window("NC_000913.3", 1_000, 256)
     fwd, rc = data.targets(w), data.targets(w, rc=True)
     assert fwd[:, 0].sum() == 5 and fwd[:, 1].sum() == 3  # (edge bin: tolerance clipped)
@@ -240,7 +240,7 @@ def test_bed_contig_missing_and_window_too_long(tmp_path, genome_small):
     bad_bed.write_text("chrA\t10\t11\tx\t0\t+\nchrZ\t5\t6\ty\t0\t-\n")
     r = run("train", "--fasta", genome_small / "g.fa", "--tss", bad_bed, "--out", tmp_path / "r1")
     assert r.exit_code == 1 and "bad.bed:2: contig 'chrZ' is not in the FASTA" in r.output
-    (tmp_path / "big.yaml").write_text("window: 100000\n")
+    (tmp_path / "big.yaml").write_text("window_bp: 100000\n")
     r = run("train", "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed", "--out", tmp_path / "r2",
             "--config", tmp_path / "big.yaml")
     assert r.exit_code == 1 and "window of 100,000 bp is longer than every contig" in r.output

@@ -39,15 +39,12 @@ def bench() -> None:
 def attention(lengths, variants, batch, heads, head_dim, value_dim, dtype, device, repeats, favor_features, window,
               chunk_size, softmax_max_n, backward, input_scale, out) -> None:
     """Time, memory and error to softmax of each attention variant against sequence length N."""
-    import torch
 
     from genolin.bench import VARIANTS, default_lengths, format_table, plot, run_attention_benchmark, write_result
+    from genolin.device import pick_device
     from genolin.io.atomic import atomic_open
 
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise click.UsageError("--device cuda: no CUDA GPU is available")
+    device = pick_device(device).type
     gpu = device == "cuda"
     names = [v.strip() for v in variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in VARIANTS]

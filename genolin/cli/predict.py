@@ -23,24 +23,14 @@ def predict(model_dir, fasta, csv, out, rc_average, threshold, min_distance, bat
     """Predict promoters with a trained model."""
     import logging
 
-    from genolin.predict import load_run, predict_genome, predict_sequences, read_unlabelled
+    from genolin.config import DataSpec
+    from genolin.inference import load_run
+    from genolin.predict import PredictOptions
+    from genolin.predict import predict as run_prediction
 
-    log = logging.getLogger("genolin")
-    run = load_run(model_dir, device)
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
-    if batch_size:
-        run.train.batch_size = batch_size
-    if run.task == "track":
-        if csv:
-            raise click.UsageError("a track model predicts on genome FASTA files (--fasta)")
-        counts = predict_genome(run, list(fasta), out, threshold=threshold, min_distance=min_distance,
-                                rc_average=rc_average)
-        log.info("%d contig(s), %d bins, %d promoters called -> %s.plus.bedGraph, %s.minus.bedGraph, %s.peaks.bed",
-                 counts["contigs"], counts["bins"], counts["peaks"], out, out, out)
-    else:
-        if len(fasta) > 1:
-            raise click.UsageError("a sequence model takes one --fasta")
-        dataset = read_unlabelled(csv or fasta[0], csv=bool(csv))
-        n = predict_sequences(run, dataset, out, rc_average=rc_average)
-        log.info("%d sequences -> %s", n, out)
+    run = load_run(model_dir, device, batch_size=batch_size)
+    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
+    options = PredictOptions(rc_average=rc_average, threshold=threshold, min_distance_bp=min_distance)
+    logging.getLogger("genolin").info("%s", run_prediction(run, inputs, out, options))

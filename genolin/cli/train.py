@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 DEVICES = click.Choice(["auto", "cpu", "cuda"])
@@ -22,10 +24,12 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
 @click.option("--out", metavar="RUN_DIR", help="Run directory to create (config, weights, metrics, log).")
 @click.option("--preset", type=click.Choice(["tiny", "small", "base"]), default="tiny",
               help="Model size and budget; tiny trains on 2 CPU cores in minutes.")
-@click.option("--config", "config_yaml", metavar="YAML", help="Settings overriding the preset (any TrainConfig key: "
-                                                               "k, stride, window, d_model, n_layers, mixer, lr ...).")
+@click.option("--config", "config_yaml", metavar="YAML",
+              help="Settings overriding the preset (genolin.config.TrainConfig: k, stride, window_bp, lr, ...; the "
+                   "encoder under model: d_model, n_layers, mixer, causal, ...).")
 @click.option("--set", "set_values", multiple=True, metavar="KEY=VALUE",
-              help="One setting (as in --config, YAML-typed value), applied after --config; repeatable.")
+              help="One setting (as in --config, YAML-typed value; model.d_model=64 or d_model=64), applied after "
+                   "--config; repeatable.")
 @click.option("--device", type=DEVICES, default="auto", help="Where to train.")
 @click.option("--seed", type=int, default=None, help="Random seed [default: 0].")
 @click.option("--epochs", type=click.IntRange(min=1), default=None, help="Epochs [default: from the preset].")
@@ -47,20 +51,14 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
     import logging
 
     from genolin import checkpoint as ckpt
-    from genolin.errors import InputError
-    from genolin.train import DataSpec, TrainConfig, make_config, parse_settings, read_yaml_config
+    from genolin.config import DataSpec, make_config, parse_settings, read_yaml_config
     from genolin.train import train as run_training
 
     cli_values = {k: v for k, v in dict(seed=seed, epochs=epochs, max_steps=max_steps, max_minutes=max_minutes,
                                         batch_size=batch_size).items() if v is not None}
     if resume:
-        saved = ckpt.read_json(f"{resume}/{ckpt.CONFIG}")
-        try:
-            cfg = TrainConfig(**{**saved["train"], **cli_values})
-            spec = DataSpec(**saved["data"])
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"{resume}/{ckpt.CONFIG}", f"not a genolin run configuration ({exc})") from None
-        out = resume
+        saved = ckpt.read_run_config(resume)
+        cfg, spec, out = dataclasses.replace(saved.train, **cli_values), saved.data, resume
     else:
         if not out:
             raise click.UsageError("--out RUN_DIR is required (or --resume RUN_DIR)")

@@ -43,3 +43,12 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
         raise ValueError("atomic_open is for writing ('w' modes)")
     with atomic_path(path) as tmp, open(tmp, mode.replace("x", "w"), **kwargs) as fh:
         yield fh
+
+
+def write_json(path: str | os.PathLike, data) -> None:
+    """``data`` as indented JSON (plus a newline) through :func:`atomic_open`."""
+    import json
+
+    with atomic_open(path) as fh:
+        json.dump(data, fh, indent=2)
+        fh.write("\n")

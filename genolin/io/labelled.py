@@ -71,15 +71,28 @@ def _starts_with_fasta_header(path) -> bool:
         return stream.read(1 << 12).lstrip()[:1] == b">"
 
 
+def read_sequences(path: str | os.PathLike) -> LabelledSet:
+    """Sequences to predict, labels not needed: FASTA records, or CSV/TSV rows with a ``sequence`` column (any
+    ``label`` column is ignored). Every sequence gets label 0 of the one class ``"?"``."""
+    if _starts_with_fasta_header(path):
+        ids, seqs = [], []
+        for rec in read_fasta(path, allow_empty=False):
+            ids.append(rec.name)
+            seqs.append(rec.seq)
+        return LabelledSet(ids, seqs, np.zeros(len(ids), dtype=np.int64), ["?"], str(Path(path)))
+    return read_labelled_table(path, label_column=None)
+
+
 def read_labelled_table(
     path: str | os.PathLike,
     *,
     sequence_column: str = "sequence",
-    label_column: str = "label",
+    label_column: str | None = "label",
     classes: Sequence[str] | None = None,
     min_classes: int = 2,
 ) -> LabelledSet:
-    """CSV/TSV with a header (delimiter: tab if the header has one, else comma); gzip is fine."""
+    """CSV/TSV with a header (delimiter: tab if the header has one, else comma); gzip is fine. Without a
+    ``label_column`` the rows are unlabelled (label 0 of the one class ``"?"``)."""
     text = read_text(path)
     lines = text.splitlines()
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
@@ -88,11 +101,13 @@ def read_labelled_table(
     rows = csv.reader(lines[first:], delimiter=delimiter)
     header = [h.strip() for h in next(rows)]
     lower = [h.lower() for h in header]
-    missing = [c for c in (sequence_column, label_column) if c.lower() not in lower]
+    wanted = [c for c in (sequence_column, label_column) if c is not None]
+    missing = [c for c in wanted if c.lower() not in lower]
     if missing:
         raise InputError(path, f"header has no {' or '.join(repr(m) for m in missing)} column "
                                f"(columns: {', '.join(header)})", first + 1)
-    i_seq, i_lab = lower.index(sequence_column.lower()), lower.index(label_column.lower())
+    i_seq = lower.index(sequence_column.lower())
+    i_lab = lower.index(label_column.lower()) if label_column is not None else None
     i_id = next((lower.index(c) for c in ("id", "name") if c in lower), None)
     ids, seqs, raw_labels, where = [], [], [], []
     for offset, row in enumerate(rows, start=first + 2):
@@ -100,7 +115,7 @@ def read_labelled_table(
             continue
         if len(row) != len(header):
             raise InputError(path, f"{len(row)} columns where the header has {len(header)}", offset)
-        seq, label = row[i_seq].strip(), row[i_lab].strip()
+        seq, label = row[i_seq].strip(), row[i_lab].strip() if i_lab is not None else "?"
         if not seq:
             raise InputError(path, "empty sequence", offset)
         if not label:
@@ -112,6 +127,8 @@ def read_labelled_table(
     if not seqs:
         raise InputError(path, "no data rows under the header")
     _check_unique(path, ids, where)
+    if i_lab is None:
+        return LabelledSet(ids, seqs, np.zeros(len(ids), dtype=np.int64), ["?"], str(Path(path)))
     return _finish(path, ids, seqs, raw_labels, where, classes, min_classes)
 
 
@@ -222,9 +239,7 @@ def _subset(dataset: LabelledSet, idx: list[int]) -> LabelledSet:
 
 def write_labelled_tsv(parts: dict[str, LabelledSet], out_dir: str | os.PathLike) -> dict:
     """Write ``<name>.tsv`` (id, sequence, label) per part and summary.json; returns the summary."""
-    import json
-
-    from genolin.io.atomic import atomic_open
+    from genolin.io.atomic import atomic_open, write_json
 
     out = Path(out_dir)
     summary = {}
@@ -234,7 +249,5 @@ def write_labelled_tsv(parts: dict[str, LabelledSet], out_dir: str | os.PathLike
             for key, seq, label in zip(part.ids, part.seqs, part.labels.tolist(), strict=True):
                 fh.write(f"{key}\t{seq.decode()}\t{part.classes[label]}\n")
         summary[name] = {"n": len(part), "classes": part.class_counts(), "source": part.source}
-    with atomic_open(out / "summary.json") as fh:
-        json.dump(summary, fh, indent=2)
-        fh.write("\n")
+    write_json(out / "summary.json", summary)
     return summary

@@ -4,7 +4,7 @@
 - ``accumulate_state`` / ``query_state`` / ``causal_linear_attention`` / ``linear_attention_step``: the same
   computation split so callers can stream over chunks or tokens.
 - ``naive_linear_attention``: the formula with an explicit N x N kernel matrix (tests only).
-- ``softmax_attention``: exact attention in the same layout.
+- ``softmax_attention``: exact attention in the same layout; ``local_softmax_attention`` inside windows.
 - ``favor_projection``: reproducible FAVOR+ random features.
 """
 
@@ -18,7 +18,7 @@ from genolin.ops.linear_attn import (
     naive_linear_attention,
     query_state,
 )
-from genolin.ops.softmax import softmax_attention
+from genolin.ops.softmax import local_softmax_attention, softmax_attention
 
 __all__ = [
     "FEATURE_MAPS",
@@ -30,6 +30,7 @@ __all__ = [
     "favor_projection",
     "linear_attention",
     "linear_attention_step",
+    "local_softmax_attention",
     "naive_linear_attention",
     "query_state",
     "softmax_attention",

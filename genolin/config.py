@@ -1,0 +1,238 @@
+"""Run settings: ``TrainConfig`` with the encoder's settings nested under ``model``, the presets, where a run's
+data come from (``DataSpec``), and the readers of ``--config`` YAML and ``--set KEY=VALUE``.
+
+Setting names (YAML keys, ``--set``): TrainConfig's fields (``k``, ``stride``, ``window_bp``, ``lr``, ...) and
+``model.<field>`` for the encoder (``model.d_model``, ``model.mixer``, ``model.local_window_tokens``, ...), in
+YAML also as a ``model:`` mapping. An encoder field may be named without ``model.`` (``d_model: 64``): no
+TrainConfig field shares its name. The names before the units were spelled out (``window``, ``tolerance``,
+``max_shift``, ``local_window``, ``chunk_size``) are read with a warning. What the run derives cannot be set:
+``model.vocab_size`` (from ``k``), ``model.n_classes`` / ``model.track_channels`` (from the task), ``model.seed``
+(from ``seed``), ``model.pad_id``.
+
+Lengths say their unit: ``*_bp`` in bases, ``*_tokens`` in tokens, ``*_bins`` in track bins (one per token).
+Precedence: TrainConfig defaults < preset < YAML < ``--set`` < command-line options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+
+from genolin.errors import InputError
+from genolin.model import EncoderConfig
+
+log = logging.getLogger(__name__)
+
+TASKS = ("sequence", "track")
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a run. ``model`` is the encoder's config; the run fills in its derived fields."""
+
+    # tokens and windows
+    k: int = 6
+    stride: int = 1
+    window_bp: int = 100_000  # track: window length (a multiple of stride)
+    tolerance_bins: int = 1  # track: bins on each side of a TSS bin that count as positive
+    val_fraction: float = 0.1  # track without --val-fasta: held-out end of each contig
+    windows_per_epoch: int | None = None  # track: default genome length / window
+    # the encoder
+    model: EncoderConfig = field(default_factory=lambda: EncoderConfig(dropout=0.1))
+    # optimisation
+    epochs: int = 10
+    max_steps: int | None = None
+    max_minutes: float | None = None
+    batch_size: int = 32
+    max_tokens: int = 262_144  # sequence task: padded tokens per batch at most
+    grad_accum: int = 1
+    lr: float = 5e-4
+    weight_decay: float = 0.05
+    warmup_steps: int = 200
+    min_lr_ratio: float = 0.05
+    clip: float = 1.0
+    rc_prob: float = 0.5
+    max_shift_bp: int = 3  # sequence task: up to this many leading bases dropped at random
+    class_weighting: bool = True
+    pos_weight: float | None = None  # track: None = balance the training positive rate
+    patience: int = 4  # epochs without improvement before stopping (0: never stop early)
+    amp: bool = True  # bf16 autocast on CUDA
+    seed: int = 0
+
+    def encoder_config(self, head: dict) -> EncoderConfig:
+        """The encoder of a run: ``model`` with the vocabulary of k, the task's head and the run's seed."""
+        from genolin.tokenize import vocab_size
+
+        return dataclasses.replace(self.model, vocab_size=vocab_size(self.k), seed=self.seed, **head)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> TrainConfig:
+        """From ``to_dict`` output (a saved run); TypeError/ValueError on unknown or bad fields."""
+        values = dict(values)
+        model = values.pop("model")
+        if not isinstance(model, dict):
+            raise TypeError("'model' is not a mapping")
+        return cls(**values, model=EncoderConfig(**model))
+
+
+TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainConfig)) - {"model"}
+ENCODER_FIELDS = frozenset(f.name for f in dataclasses.fields(EncoderConfig))
+DERIVED = {"vocab_size": "k", "n_classes": "the task", "track_channels": "the task", "seed": "seed",
+           "pad_id": "the tokenizer"}
+RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "max_shift_bp",
+           "local_window": "model.local_window_tokens", "chunk_size": "model.chunk_tokens",
+           "model.window": "model.local_window_tokens", "model.chunk_size": "model.chunk_tokens"}
+
+
+PRESETS: dict[str, dict[str, dict]] = {
+    # tiny: trains on 2 CPU cores in about five minutes and still learns
+    "tiny": {
+        "common": dict(lr=2e-3, warmup_steps=50, patience=3,
+                       model=dict(d_model=64, n_layers=2, n_heads=4, dropout=0.1, chunk_tokens=4096,
+                                  favor_features=32)),
+        "sequence": dict(k=4, stride=1, batch_size=64, epochs=15),
+        "track": dict(k=6, stride=4, window_bp=4096, batch_size=8, epochs=16, windows_per_epoch=1000),
+    },
+    "small": {
+        "common": dict(lr=1e-3, warmup_steps=200, model=dict(d_model=128, n_layers=4, n_heads=4, favor_features=64)),
+        "sequence": dict(k=6, stride=1, batch_size=64, epochs=15),
+        "track": dict(k=6, stride=2, window_bp=20_000, batch_size=8, epochs=15),
+    },
+    "base": {
+        "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
+        "sequence": dict(k=6, stride=1, batch_size=32, epochs=30),
+        "track": dict(k=6, stride=2, window_bp=100_000, batch_size=4, epochs=30),
+    },
+}
+
+
+def flatten(values: dict, source: str, prefix: str = "") -> dict:
+    """Nested mappings -> dotted keys: ``{"model": {"d_model": 64}}`` -> ``{"model.d_model": 64}``."""
+    out = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if name == "model" and not isinstance(value, dict):
+            raise InputError(source, "setting 'model': expected a mapping of encoder settings (model.d_model, ...)")
+        if isinstance(value, dict) and name == "model":
+            out.update(flatten(value, source, prefix="model."))
+        else:
+            out[name] = value
+    return out
+
+
+def canonical_name(key: str, source: str) -> str:
+    """A setting's name as TrainConfig spells it: a TrainConfig field or ``model.<encoder field>``."""
+    if key in RENAMED:
+        log.warning("%s: setting %r is now called %r", source, key, RENAMED[key])
+        key = RENAMED[key]
+    if key in TRAIN_FIELDS:
+        return key
+    name = key.removeprefix("model.")
+    if name in DERIVED and (key.startswith("model.") or name not in TRAIN_FIELDS):
+        raise InputError(source, f"setting {key!r} cannot be set: the run derives it from {DERIVED[name]}")
+    if name not in ENCODER_FIELDS:
+        known = sorted(TRAIN_FIELDS) + sorted(f"model.{f}" for f in ENCODER_FIELDS - set(DERIVED))
+        raise InputError(source, f"unknown setting {key!r} (settings: {', '.join(known)})")
+    return f"model.{name}"
+
+
+def make_config(task: str, preset: str = "tiny", overrides: dict | None = None,
+                source: str = "--config") -> TrainConfig:
+    """Defaults < preset < overrides (a YAML file's keys, then --set, then command-line options)."""
+    if preset not in PRESETS:
+        raise InputError(None, f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    values = {**flatten(PRESETS[preset]["common"], "preset"), **flatten(PRESETS[preset][task], "preset")}
+    for key, value in flatten(overrides or {}, source).items():
+        values[canonical_name(key, source)] = value
+    train = {k: v for k, v in values.items() if not k.startswith("model.")}
+    model = {k.removeprefix("model."): v for k, v in values.items() if k.startswith("model.")}
+    try:
+        cfg = TrainConfig(**train)
+        cfg.model = dataclasses.replace(cfg.model, **model)  # validates mixer, heads, ...
+    except ValueError as exc:
+        raise InputError(source, str(exc)) from None
+    if task == "track" and cfg.window_bp % cfg.stride:
+        raise InputError(source, f"window_bp ({cfg.window_bp}) must be a multiple of stride ({cfg.stride})")
+    return cfg
+
+
+def read_yaml_config(path: str | os.PathLike) -> dict:
+    import yaml
+
+    from genolin.io.files import read_text
+
+    try:
+        data = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as exc:
+        raise InputError(path, f"not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "expected a mapping of settings (key: value)")
+    return data
+
+
+def parse_settings(items) -> dict:
+    """``KEY=VALUE`` strings -> {key: YAML-typed value} (``epochs=3`` gives 3, ``model.mixer=favor`` "favor")."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError("--set", f"expected KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise InputError("--set", f"{key}: value {value!r} is not valid YAML ({exc})") from None
+    return out
+
+
+@dataclass
+class DataSpec:
+    """Where data come from: a run's training and validation data (saved in config.json, so --resume needs no
+    data options), or the inputs of evaluate / predict (``fasta``, ``csv``, ``labels``, ``tss``)."""
+
+    task: str = ""
+    fasta: list[str] = dataclasses.field(default_factory=list)
+    csv: str | None = None
+    labels: str | None = None
+    tss: str | None = None
+    val_fasta: list[str] = dataclasses.field(default_factory=list)
+    val_csv: str | None = None
+    val_labels: str | None = None
+    val_tss: str | None = None
+
+
+# --- run configs written before format 2 (flat settings, encoder config beside them) ---------------------------
+
+FORMAT = 2
+
+
+def migrate_run_config(saved: dict) -> dict:
+    """A config.json of any earlier format -> format 2 (``train`` nested with ``model``); others unchanged.
+
+    Format 1 kept every encoder setting twice (flat in ``train`` and resolved in ``model``); the resolved one
+    wins. Renamed: train window/tolerance/max_shift -> window_bp/tolerance_bins/max_shift_bp; encoder window /
+    chunk_size -> local_window_tokens / chunk_tokens.
+    """
+    if saved.get("format", 1) >= FORMAT:
+        return saved
+    model = dict(saved["model"])
+    for old, new in (("window", "local_window_tokens"), ("chunk_size", "chunk_tokens")):
+        if old in model:
+            model[new] = model.pop(old)
+    train = {}
+    for key, value in saved["train"].items():
+        key = RENAMED.get(key, key)
+        if key in TRAIN_FIELDS:
+            train[key] = value
+    migrated = {k: v for k, v in saved.items() if k != "model"}
+    return {**migrated, "format": FORMAT, "train": {**train, "model": model}}
+
+
+__all__ = ["PRESETS", "TASKS", "DataSpec", "TrainConfig", "make_config", "migrate_run_config", "parse_settings",
+           "read_yaml_config"]

@@ -1,0 +1,72 @@
+"""Where work runs: the device a command asked for, and the processes of a torchrun (DDP) launch.
+
+``pick_device("auto" | "cpu" | "cuda", local_rank)``: CUDA when asked for or available ("auto"), the rank's own
+GPU under torchrun; asking for CUDA without one is an InputError. ``init_distributed`` joins torchrun's process
+group when RANK is set (NCCL on CUDA, gloo on CPU) and quiets the console of every rank but 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import torch
+
+from genolin.errors import InputError
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self, device: torch.device) -> None:
+        if self.world > 1:
+            import torch.distributed as tdist
+
+            tdist.barrier(device_ids=[device.index] if device.type == "cuda" else None)
+
+    def close(self) -> None:
+        if self.world > 1:
+            import torch.distributed as tdist
+
+            tdist.destroy_process_group()
+
+
+def resolve(name: str) -> str:
+    """"auto" -> "cuda" when a GPU is there, else "cpu"; other names unchanged."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def pick_device(name: str, local_rank: int = 0) -> torch.device:
+    name = resolve(name)
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(None, "--device cuda: no CUDA GPU is available")
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def init_distributed(device: str) -> Dist:
+    """torchrun's way: RANK set -> a process group (NCCL on CUDA, gloo on CPU); otherwise one process."""
+    if "RANK" not in os.environ:
+        return Dist()
+    import torch.distributed as tdist
+
+    d = Dist(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0)))
+    if not tdist.is_initialized():
+        tdist.init_process_group(backend="nccl" if resolve(device) == "cuda" else "gloo")
+    if not d.main:  # rank 0 alone talks: the other ranks' console shows warnings and errors only
+        for handler in logging.getLogger("genolin").handlers:
+            if type(handler) is logging.StreamHandler:
+                handler.setLevel(max(handler.level, logging.WARNING))
+    return d

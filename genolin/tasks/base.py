@@ -1,0 +1,129 @@
+"""What every task shares: the token batch, padding, and the Task interface.
+
+A batch: ids (B, T) int64 ([PAD] = 0), mask (B, T) bool (True = real token), and the task's targets: labels (B,)
+int64 for sequence classes, or targets (B, T, 2) float32 for per-bin, per-strand tracks.
+
+A task (``genolin.tasks.sequence.SequenceTask``, ``genolin.tasks.track.TrackTask``) owns everything that depends
+on what is learned, so the trainer, the predictor and the evaluator never ask which task they run:
+
+    training   load_training(spec) -> self.train / self.val_set; epoch_batches(rng); collate(items, rng);
+               head() (the encoder's n_classes / track_channels); loss(out, batch); state() (saved in config.json)
+    scoring    probabilities(out); load_evaluation(inputs, held_out); targets_and_probs(predictor, eval_set);
+               metrics(y, p, threshold) (with "score", the number validation maximises);
+               evaluate(predictor, eval_set) = both, the one path of validation and ``genolin evaluate``
+    reports    curves(y, p), report_lines(metrics), summary(metrics), describe(inputs, held_out)
+    outputs    predict(predictor, inputs, out, options): the prediction files of ``genolin predict``
+
+``predictor`` is a ``genolin.inference.Predictor`` (passed in: tasks sit below inference and never import it).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from genolin.config import DataSpec, TrainConfig
+from genolin.tokenize import PAD
+
+
+@dataclass
+class Batch:
+    ids: torch.Tensor  # (B, T) int64
+    mask: torch.Tensor  # (B, T) bool
+    labels: torch.Tensor | None = None  # (B,) int64
+    targets: torch.Tensor | None = None  # (B, T, 2) float32
+
+    def to(self, device) -> Batch:
+        fields = (self.ids, self.mask, self.labels, self.targets)
+        return Batch(*(None if t is None else t.to(device, non_blocking=True) for t in fields))
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.mask.sum())
+
+
+def pad_tokens(token_arrays: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack token arrays of different lengths: ids (B, T) padded with [PAD], mask (B, T)."""
+    width = max(1, max(len(t) for t in token_arrays))
+    ids = np.full((len(token_arrays), width), PAD, dtype=np.int64)
+    for i, t in enumerate(token_arrays):
+        ids[i, : len(t)] = t
+    ids_t = torch.from_numpy(ids)
+    return ids_t, ids_t != PAD
+
+
+@dataclass
+class PredictOptions:
+    rc_average: bool = False
+    threshold: float = 0.5  # track: probability to call a promoter
+    min_distance_bp: int = 100  # track: calls on one strand at least this far apart
+    progress: bool | None = None
+
+
+class Task(ABC):
+    """The interface (see the module docstring). Holds the run's settings, and after ``load_training`` the
+    training data (``train``) and what validation scores (``val_set``, or None)."""
+
+    name: str = ""
+
+    def __init__(self, cfg: TrainConfig, state: dict | None = None):
+        self.cfg = cfg
+        self.train = None
+        self.val_set = None
+        self._loss_weight: torch.Tensor | None = None
+
+    def weight_on(self, device) -> torch.Tensor | None:
+        """The loss weight tensor (class weights or pos_weight) on ``device``, moved there once."""
+        if self._loss_weight is not None and self._loss_weight.device != torch.device(device):
+            self._loss_weight = self._loss_weight.to(device)
+        return self._loss_weight
+
+    def evaluate(self, predictor, eval_set, *, rc_average: bool = False, threshold: float = 0.5,
+                 progress: bool | None = None) -> tuple[dict, np.ndarray, np.ndarray]:
+        """(metrics, y, p) of the model behind ``predictor`` on ``eval_set``: validation and evaluate alike."""
+        y, p = self.targets_and_probs(predictor, eval_set, rc_average=rc_average, progress=progress)
+        return self.metrics(y, p, threshold), y, p
+
+    @abstractmethod
+    def state(self) -> dict:
+        """What config.json keeps of the task (classes; pos_weight)."""
+
+    @abstractmethod
+    def head(self) -> dict:
+        """The encoder's heads: {"n_classes": C, "track_channels": T}."""
+
+    @abstractmethod
+    def load_training(self, spec: DataSpec) -> None:
+        """Read the training and validation data of ``spec`` into ``train`` and ``val_set``."""
+
+    @abstractmethod
+    def epoch_batches(self, rng: np.random.Generator) -> list:
+        """One epoch's batches of training items (indices or windows), in order."""
+
+    @abstractmethod
+    def collate(self, items, rng: np.random.Generator | None) -> Batch:
+        """Training items -> a Batch, augmented from ``rng``."""
+
+    @abstractmethod
+    def loss(self, out, batch: Batch) -> torch.Tensor:
+        """The scalar training loss of an EncoderOutput on its batch."""
+
+    @abstractmethod
+    def probabilities(self, out) -> torch.Tensor:
+        """EncoderOutput -> probabilities (float32)."""
+
+    @abstractmethod
+    def load_evaluation(self, inputs: DataSpec, *, held_out: bool = False):
+        """Labelled data to score (``genolin evaluate``'s inputs)."""
+
+    @abstractmethod
+    def targets_and_probs(self, predictor, eval_set, *, rc_average: bool = False,
+                          progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(y, p) over every item of ``eval_set``."""
+
+    @abstractmethod
+    def metrics(self, y: np.ndarray, p: np.ndarray, threshold: float = 0.5) -> dict:
+        """Metrics of (y, p), with "score": the number validation maximises."""

@@ -1,0 +1,64 @@
+"""Metrics (scikit-learn) the tasks share.
+
+- ``classification_metrics(y (n,), probs (n, C), classes)``: accuracy, AUROC, AUPRC, MCC, F1, confusion matrix
+  (binary: the last class is the positive one; multiclass: macro averages, one-vs-rest).
+- ``binary_metrics(y (n,), p (n,), threshold)``: AUROC, AUPRC, positive rate (the AUPRC of a random predictor),
+  MCC and F1 at a threshold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def classification_metrics(y: np.ndarray, probs: np.ndarray, classes: list[str]) -> dict:
+    from sklearn.metrics import (
+        accuracy_score,
+        average_precision_score,
+        confusion_matrix,
+        f1_score,
+        matthews_corrcoef,
+        roc_auc_score,
+    )
+
+    y = np.asarray(y)
+    probs = np.asarray(probs, dtype=np.float64)
+    pred = probs.argmax(axis=1)
+    labels = list(range(len(classes)))
+    out = {
+        "n": int(len(y)),
+        "accuracy": float(accuracy_score(y, pred)),
+        "mcc": float(matthews_corrcoef(y, pred)),
+        "confusion_matrix": confusion_matrix(y, pred, labels=labels).tolist(),
+        "classes": list(classes),
+    }
+    present = np.unique(y)
+    if len(classes) == 2:
+        out["f1"] = float(f1_score(y, pred, pos_label=1, zero_division=0))
+        out["positive_class"] = classes[1]
+        out["positive_rate"] = float((y == 1).mean())
+        if len(present) == 2:
+            out["auroc"] = float(roc_auc_score(y, probs[:, 1]))
+            out["auprc"] = float(average_precision_score(y, probs[:, 1]))
+    else:
+        out["f1"] = float(f1_score(y, pred, average="macro", zero_division=0))
+        if len(present) == len(classes):
+            out["auroc"] = float(roc_auc_score(y, probs, multi_class="ovr", labels=labels))
+            onehot = np.eye(len(classes))[y]
+            out["auprc"] = float(average_precision_score(onehot, probs, average="macro"))
+    return out
+
+
+def binary_metrics(y: np.ndarray, p: np.ndarray, threshold: float = 0.5) -> dict:
+    from sklearn.metrics import average_precision_score, f1_score, matthews_corrcoef, roc_auc_score
+
+    y = np.asarray(y).astype(np.int8)
+    p = np.asarray(p, dtype=np.float64)
+    pred = (p >= threshold).astype(np.int8)
+    out = {"n": int(len(y)), "positives": int(y.sum()), "positive_rate": float(y.mean()) if len(y) else 0.0,
+           "threshold": threshold, "mcc": float(matthews_corrcoef(y, pred)),
+           "f1": float(f1_score(y, pred, zero_division=0))}
+    if 0 < y.sum() < len(y):
+        out["auroc"] = float(roc_auc_score(y, p))
+        out["auprc"] = float(average_precision_score(y, p))
+    return out

@@ -1,0 +1,214 @@
+"""Sequence classification: a labelled set (CSV/TSV, FASTA with label=, FASTA + labels TSV) -> class probabilities.
+
+Batches: ids (B, T) int64, mask (B, T), labels (B,) int64; T = the longest sequence's tokens. Batches group
+sequences of similar length (length-bucketed) under a batch size and a token budget.
+Augmentation: reverse complement (the token RC map reversed at stride 1, else re-tokenizing the reverse
+complement) and random shifts (up to ``max_shift_bp`` leading bases dropped).
+Head: ``n_classes`` logits from the pooled encoding; loss: class-weighted cross-entropy; probabilities: softmax.
+Metrics: accuracy, AUROC, AUPRC, MCC (the validation score), F1, confusion matrix.
+Predictions: a TSV with columns id, length, prob_<class> for every class, pred, has_n.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from genolin.config import DataSpec, TrainConfig
+from genolin.errors import InputError
+from genolin.io.labelled import LabelledSet, load_labelled
+from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
+from genolin.tasks.metrics import classification_metrics
+from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, reverse_complement_map
+
+log = logging.getLogger(__name__)
+
+
+def length_batches(lengths: np.ndarray, batch_size: int, max_tokens: int, rng: np.random.Generator | None
+                   ) -> list[list[int]]:
+    """Indices grouped into batches of similar length: at most ``batch_size`` items and ``max_tokens`` padded
+    tokens (a longer item gets a batch of its own). Shuffled when ``rng`` is given, in a fixed order otherwise."""
+    order = rng.permutation(len(lengths)) if rng is not None else np.arange(len(lengths))
+    pool = max(batch_size * 50, 1)
+    batches: list[list[int]] = []
+    for p in range(0, len(order), pool):
+        chunk = sorted(order[p:p + pool].tolist(), key=lambda i: -lengths[i])
+        current: list[int] = []
+        for i in chunk:
+            longest = lengths[current[0]] if current else lengths[i]
+            if current and (len(current) >= batch_size or (len(current) + 1) * longest > max_tokens):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+    if rng is not None:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+class SequenceData:
+    """A labelled set as tokens. ``k``/``stride`` as the tokenizer; sequences shorter than k are an error."""
+
+    def __init__(self, dataset: LabelledSet, *, k: int, stride: int):
+        self.dataset, self.k, self.stride = dataset, k, stride
+        for i, seq in enumerate(dataset.seqs):
+            if len(seq) < k:
+                raise InputError(dataset.source, f"sequence {dataset.ids[i]!r} has {len(seq)} bases, fewer than "
+                                                 f"k = {k}")
+        self.lengths = np.array([n_tokens(len(s), k, stride) for s in dataset.seqs])
+        # Stride 1: tokenize once; RC and shifts then work on tokens. Otherwise re-tokenize per batch.
+        self.tokens = [kmer_ids(s, k, 1) for s in dataset.seqs] if stride == 1 else None
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def tokens_of(self, i: int, *, rc: bool = False, shift: int = 0) -> np.ndarray:
+        if self.tokens is not None:
+            ids = self.tokens[i]
+            if rc:
+                ids = reverse_complement_map(self.k)[ids][::-1]
+            return ids[shift:] if shift < len(ids) else ids[-1:]
+        seq = self.dataset.seqs[i]
+        if rc:
+            seq = reverse_complement(seq)
+        if len(seq) - shift >= self.k:
+            seq = seq[shift:]
+        return kmer_ids(seq, self.k, self.stride)
+
+    def batches(self, batch_size: int, max_tokens: int, rng: np.random.Generator | None = None) -> list[list[int]]:
+        return length_batches(self.lengths, batch_size, max_tokens, rng)
+
+    def collate(self, indices: list[int], rng: np.random.Generator | None = None, *, rc_prob: float = 0.0,
+                max_shift: int = 0, rc: bool = False) -> Batch:
+        """Tokens of ``indices``: all reverse-complemented with ``rc``; with ``rng``, each at random (rc_prob,
+        shifts up to max_shift bases)."""
+        arrays = []
+        for i in indices:
+            flip = rc or (rng is not None and rc_prob > 0 and rng.random() < rc_prob)
+            shift = int(rng.integers(0, max_shift + 1)) if rng is not None and max_shift > 0 else 0
+            arrays.append(self.tokens_of(i, rc=flip, shift=shift))
+        ids, mask = pad_tokens(arrays)
+        return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
+
+
+def class_weights(labels: np.ndarray, n_classes: int) -> torch.Tensor:
+    """Inverse-frequency weights, mean 1 over the classes present."""
+    counts = np.bincount(labels, minlength=n_classes).astype(np.float64)
+    w = np.where(counts > 0, counts.sum() / np.maximum(counts, 1) / n_classes, 0.0)
+    return torch.tensor(w / w[counts > 0].mean(), dtype=torch.float32)
+
+
+def _one_source(inputs: DataSpec, *, val: bool = False) -> tuple[str | None, str | None]:
+    """(fasta, csv) of a labelled set; exactly one must be given."""
+    fasta, csv = (inputs.val_fasta, inputs.val_csv) if val else (inputs.fasta, inputs.csv)
+    if len(fasta) > 1:
+        raise InputError(None, f"a sequence classifier takes one {'--val-fasta' if val else '--fasta'}")
+    return (fasta[0] if fasta else None), csv
+
+
+class SequenceTask(Task):
+    name = "sequence"
+
+    def __init__(self, cfg: TrainConfig, state: dict | None = None):
+        super().__init__(cfg, state)
+        self.classes: list[str] = list((state or {}).get("classes", []))
+
+    def state(self) -> dict:
+        return {"classes": self.classes}
+
+    def head(self) -> dict:
+        return {"n_classes": len(self.classes), "track_channels": 0}
+
+    # -- training ----------------------------------------------------------------------------------------------
+    def _data(self, fasta: str | None, csv: str | None, labels: str | None, *, classes=None,
+              min_classes: int = 2) -> SequenceData:
+        dataset = load_labelled(csv or fasta, labels=labels, classes=classes, min_classes=min_classes)
+        return SequenceData(dataset, k=self.cfg.k, stride=self.cfg.stride)
+
+    def load_training(self, spec: DataSpec) -> None:
+        cfg = self.cfg
+        self.train = self._data(*_one_source(spec), spec.labels)
+        dataset = self.train.dataset
+        self.classes = dataset.classes
+        val_fasta, val_csv = _one_source(spec, val=True)
+        self.val_set = None
+        if val_fasta or val_csv:
+            self.val_set = self._data(val_fasta, val_csv, spec.val_labels, classes=self.classes, min_classes=1)
+        self._loss_weight = class_weights(dataset.labels, len(self.classes)) if cfg.class_weighting else None
+        log.info("training set: %d sequences %s; validation: %d", len(dataset), dataset.class_counts(),
+                 len(self.val_set) if self.val_set else 0)
+
+    def epoch_batches(self, rng: np.random.Generator) -> list[list[int]]:
+        return self.train.batches(self.cfg.batch_size, self.cfg.max_tokens, rng)
+
+    def collate(self, items: list[int], rng: np.random.Generator | None) -> Batch:
+        return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob, max_shift=self.cfg.max_shift_bp)
+
+    def loss(self, out, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(out.logits.float(), batch.labels, weight=self.weight_on(batch.labels.device))
+
+    # -- scoring -----------------------------------------------------------------------------------------------
+    def probabilities(self, out) -> torch.Tensor:
+        """(B, C) class probabilities."""
+        return torch.softmax(out.logits.float(), dim=-1)
+
+    def load_evaluation(self, inputs: DataSpec, *, held_out: bool = False) -> SequenceData:
+        fasta, csv = _one_source(inputs)
+        if bool(fasta) == bool(csv) or inputs.tss:
+            raise InputError(None, "a sequence classifier is evaluated on --csv or --fasta (with --labels)")
+        return self._data(fasta, csv, inputs.labels, classes=self.classes, min_classes=1)
+
+    def targets_and_probs(self, predictor, eval_set: SequenceData, *, rc_average: bool = False,
+                          progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        return eval_set.dataset.labels, predictor.sequence_probs(eval_set, rc_average=rc_average)
+
+    def metrics(self, y: np.ndarray, p: np.ndarray, threshold: float = 0.5) -> dict:
+        metrics = classification_metrics(y, p, self.classes)
+        metrics["score"] = metrics["mcc"]
+        return metrics
+
+    # -- reports -----------------------------------------------------------------------------------------------
+    def curves(self, y: np.ndarray, p: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return {f"class {self.classes[1]}": (y == 1, p[:, 1])} if len(self.classes) == 2 else {}
+
+    def report_lines(self, metrics: dict) -> list[str]:
+        lines = ["| metric | value |", "|---|---:|"]
+        for key in ("n", "accuracy", "auroc", "auprc", "mcc", "f1"):
+            if key in metrics:
+                value = metrics[key]
+                lines.append(f"| {key} | {value:,} |" if isinstance(value, int) else f"| {key} | {value:.4f} |")
+        lines += ["", "Confusion matrix (rows: true class, columns: predicted):", "",
+                  "| | " + " | ".join(self.classes) + " |", "|---|" + "---:|" * len(self.classes)]
+        for name, row in zip(self.classes, metrics["confusion_matrix"], strict=True):
+            lines.append(f"| {name} | " + " | ".join(str(v) for v in row) + " |")
+        return lines
+
+    def summary(self, metrics: dict) -> str:
+        return ", ".join(f"{k} {metrics[k]:.4f}" for k in ("accuracy", "mcc", "f1", "auroc", "auprc") if k in metrics)
+
+    def describe(self, inputs: DataSpec, held_out: bool = False) -> str:
+        return f"genolin evaluation: {inputs.csv or inputs.fasta[0]}"
+
+    # -- outputs -----------------------------------------------------------------------------------------------
+    def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions) -> str:
+        """The TSV of ``genolin predict`` for the sequences of ``inputs`` (one FASTA or one CSV/TSV)."""
+        from genolin.io.atomic import atomic_open
+        from genolin.io.labelled import read_sequences
+
+        fasta, csv = _one_source(inputs)
+        if bool(fasta) == bool(csv):
+            raise InputError(None, "give the sequences as --fasta or as --csv")
+        dataset = read_sequences(csv or fasta)
+        data = SequenceData(dataset, k=self.cfg.k, stride=self.cfg.stride)
+        probs = predictor.sequence_probs(data, rc_average=options.rc_average)
+        with atomic_open(out) as fh:
+            fh.write("\t".join(["id", "length"] + [f"prob_{c}" for c in self.classes] + ["pred", "has_n"]) + "\n")
+            for name, seq, p in zip(dataset.ids, dataset.seqs, probs, strict=True):
+                fh.write("\t".join([name, str(len(seq))] + [f"{x:.6f}" for x in p]
+                                   + [self.classes[int(p.argmax())], "true" if b"N" in seq else "false"]) + "\n")
+        return f"{len(dataset)} sequences -> {out}"

@@ -1,0 +1,397 @@
+"""Genome promoter tracks: genome FASTA(s) + TSS BED -> per-bin, per-strand promoter probabilities.
+
+Windows and bins: a window of W bp starting at position a (a multiple of the stride s) has W / s bins; bin t
+covers [a + t s, a + (t + 1) s) and its token is the k-mer starting at a + t s (reading up to k - 1 bases past
+the window; N beyond the contig). Batches: ids (B, W/s), mask (B, W/s), targets (B, W/s, 2) float: channel 0 is 1
+where a + strand TSS lies in the bin (or within ``tolerance_bins`` bins), channel 1 the same for - strand TSSs.
+Training windows start at random offsets every epoch; reverse-complement augmentation takes the reverse
+complement of the window's bases with the bins reversed and the strands swapped (exactly the mirrored target).
+
+Head: 2 logits per token; loss: binary cross-entropy on real bins with ``pos_weight`` on positives (default:
+balancing the training positive rate); probabilities: sigmoid of the logits minus ln(pos_weight), i.e. calibrated
+back to the training positive rate (the ranking, hence AUROC / AUPRC, is unchanged).
+
+Scoring: a set of genome regions (``GenomeRegions``) is predicted by streaming overlapping windows over each region
+(``Predictor.region_probs``; bins made only of N get probability 0) and every bin of the regions is scored, per
+strand and pooled; the validation score is the pooled AUPRC. Validation during training and ``genolin evaluate``
+go through this one path: the held-out end of each contig (``val_fraction``; ``evaluate --held-out``) or whole
+genomes (``--val-fasta``; ``evaluate`` on another genome).
+
+Predictions (``genolin predict``): OUT.plus.bedGraph and OUT.minus.bedGraph (per-bin probability, 0-based
+half-open, sorted, covering every contig, equal rounded runs merged) and OUT.peaks.bed (BED6 calls: a bin whose
+probability is >= threshold and the highest within +- min_distance bp on its strand; score = 1000 p).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from genolin.config import DataSpec, TrainConfig
+from genolin.errors import InputError
+from genolin.io.bed import Interval
+from genolin.io.fasta import Genome
+from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
+from genolin.tasks.metrics import binary_metrics
+from genolin.tokenize import kmer_ids, reverse_complement
+
+log = logging.getLogger(__name__)
+
+Region = tuple[str, int, int]  # (contig, start, end) in bp, 0-based half-open
+
+
+@dataclass(frozen=True)
+class Window:
+    contig: str
+    start: int  # a multiple of the stride
+    bins: int
+
+
+class TrackData:
+    """Windows of a genome with per-bin, per-strand TSS targets."""
+
+    def __init__(self, genomes: Genome | list[Genome], tss: list[Interval], *, window_bp: int, k: int, stride: int,
+                 tolerance_bins: int = 0, tss_source: str = "TSS BED"):
+        if window_bp % stride:
+            raise ValueError(f"window_bp ({window_bp}) must be a multiple of stride ({stride})")
+        self.genomes = [genomes] if isinstance(genomes, Genome) else list(genomes)
+        self.window_bp, self.k, self.stride, self.tolerance_bins = window_bp, k, stride, tolerance_bins
+        self.lengths: dict[str, int] = {}
+        self._genome_of: dict[str, Genome] = {}
+        for genome in self.genomes:
+            for contig, length in genome.lengths.items():
+                if contig in self.lengths:
+                    raise InputError(genome.path, f"contig {contig!r} is also in {self._genome_of[contig].path}")
+                self.lengths[contig], self._genome_of[contig] = length, genome
+        names = ", ".join(str(g.path) for g in self.genomes)
+        plus: dict[str, list[int]] = {c: [] for c in self.lengths}
+        minus: dict[str, list[int]] = {c: [] for c in self.lengths}
+        for iv in tss:
+            if iv.chrom not in self.lengths:
+                raise InputError(tss_source, f"contig {iv.chrom!r} is not in {names}")
+            if iv.strand == "+":
+                plus[iv.chrom].append(iv.start)
+            elif iv.strand == "-":
+                minus[iv.chrom].append(iv.end - 1)
+            else:
+                raise InputError(tss_source, f"TSS {iv.name!r} at {iv.chrom}:{iv.start} has no strand ('+' or '-' "
+                                             f"in column 6)")
+        self.tss = {c: (np.sort(np.array(plus[c], dtype=np.int64)), np.sort(np.array(minus[c], dtype=np.int64)))
+                    for c in self.lengths}
+
+    @classmethod
+    def load(cls, fastas: list[str], tss_path: str | None, cfg: TrainConfig) -> TrackData:
+        """Genomes (and their TSS BED, none for prediction) with the run's window, k, stride and tolerance."""
+        from genolin.io.bed import read_bed
+
+        genomes = [Genome(p) for p in fastas]
+        lengths = {c: n for g in genomes for c, n in g.lengths.items()}
+        tss = read_bed(tss_path, lengths) if tss_path else []
+        return cls(genomes, tss, window_bp=cfg.window_bp, k=cfg.k, stride=cfg.stride, tolerance_bins=cfg.tolerance_bins,
+                   tss_source=tss_path or "TSS BED")
+
+    # -- regions and windows ---------------------------------------------------------------------------------
+    def whole(self) -> list[Region]:
+        return [(c, 0, n) for c, n in self.lengths.items()]
+
+    def split(self, val_fraction: float) -> tuple[list[Region], list[Region]]:
+        """(train regions, validation regions): the last ``val_fraction`` of each contig is held out."""
+        train, val = [], []
+        for contig, length in self.lengths.items():
+            cut = int(length * (1 - val_fraction)) // self.stride * self.stride
+            if cut > 0:
+                train.append((contig, 0, cut))
+            if cut < length:
+                val.append((contig, cut, length))
+        return train, val
+
+    def check_fits(self, regions: list[Region], what: str) -> list[Region]:
+        """Regions long enough for one window (plus k-mer context); InputError when none is."""
+        usable = [r for r in regions if r[2] - r[1] >= self.window_bp + self.k - 1]
+        if not usable:
+            longest = max((r[2] - r[1] for r in regions), default=0)
+            raise InputError(self.genomes[0].path, f"the window of {self.window_bp:,} bp is longer than every contig's "
+                                               f"{what} ({longest:,} bp at most); use a smaller window_bp")
+        return usable
+
+    def random_windows(self, regions: list[Region], rng: np.random.Generator, count: int | None = None
+                       ) -> list[Window]:
+        """Windows at random offsets inside the regions (never crossing their ends, k-mer context included)."""
+        spans = np.array([r[2] - r[1] - self.window_bp - self.k + 2 for r in regions], dtype=np.float64)
+        count = count or max(1, int(sum(r[2] - r[1] for r in regions) // self.window_bp))
+        picks = rng.choice(len(regions), size=count, p=spans / spans.sum())
+        out = []
+        for r in picks:
+            contig, a, _ = regions[r]
+            offset = int(rng.integers(0, int(spans[r]))) // self.stride * self.stride
+            out.append(Window(contig, a + offset, self.window_bp // self.stride))
+        return out
+
+    # -- tokens and targets ------------------------------------------------------------------------------------
+    def bases(self, w: Window) -> bytes:
+        """The window's bases with k - 1 bases of context on each side, N beyond the contig."""
+        length = self.lengths[w.contig]
+        a, b = w.start - (self.k - 1), w.start + w.bins * self.stride + self.k - 1
+        core = self._genome_of[w.contig].fetch(w.contig, max(a, 0), min(b, length))
+        return b"N" * max(0, -a) + core + b"N" * max(0, b - length)
+
+    def tokens(self, w: Window, *, rc: bool = False, bases: bytes | None = None) -> np.ndarray:
+        seq = bases if bases is not None else self.bases(w)
+        if rc:
+            seq = reverse_complement(seq)
+        return kmer_ids(seq[self.k - 1:], self.k, self.stride)[: w.bins]
+
+    def all_n_bins(self, w: Window, bases: bytes) -> np.ndarray:
+        """(bins,) bool: bins of ``w`` made only of N (``bases`` as from :meth:`bases`)."""
+        core = np.frombuffer(bases[self.k - 1: self.k - 1 + w.bins * self.stride], dtype=np.uint8)
+        return (core.reshape(w.bins, self.stride) == ord("N")).all(axis=1)
+
+    def targets(self, w: Window, *, rc: bool = False) -> np.ndarray:
+        """(bins, 2) float32: + and - strand TSS in each bin (with tolerance); mirrored and swapped when rc."""
+        out = np.zeros((w.bins, 2), dtype=np.float32)
+        end = w.start + w.bins * self.stride
+        for channel, positions in enumerate(self.tss[w.contig]):
+            lo, hi = np.searchsorted(positions, [w.start, end])
+            bins = (positions[lo:hi] - w.start) // self.stride
+            for d in range(-self.tolerance_bins, self.tolerance_bins + 1):
+                b = bins + d
+                out[b[(b >= 0) & (b < w.bins)], channel] = 1.0
+        if rc:
+            out = out[::-1, ::-1].copy()
+        return out
+
+    def collate(self, windows: list[Window], rng: np.random.Generator | None = None, *,
+                rc_prob: float = 0.0) -> Batch:
+        arrays, targets = [], []
+        for w in windows:
+            rc = rng is not None and rc_prob > 0 and rng.random() < rc_prob
+            arrays.append(self.tokens(w, rc=rc))
+            targets.append(self.targets(w, rc=rc))
+        ids, mask = pad_tokens(arrays)
+        t = np.zeros((len(windows), ids.shape[1], 2), dtype=np.float32)
+        for i, tg in enumerate(targets):
+            t[i, : len(tg)] = tg
+        return Batch(ids, mask, targets=torch.from_numpy(t))
+
+    def positive_rate(self, regions: list[Region]) -> float:
+        """Fraction of (bin, strand) targets that are 1 over the regions (approximate at tolerance overlaps)."""
+        bins = sum((b - a) // self.stride for _, a, b in regions) * 2
+        hits = 0
+        for contig, a, b in regions:
+            for positions in self.tss[contig]:
+                lo, hi = np.searchsorted(positions, [a, b])
+                hits += len(np.unique((positions[lo:hi] - a) // self.stride))
+        return hits * (2 * self.tolerance_bins + 1) / max(bins, 1)
+
+
+@dataclass
+class GenomeRegions:
+    """What a track model is scored on: regions of genomes, every bin of them."""
+
+    data: TrackData
+    regions: list[Region]
+
+
+def auto_pos_weight(rate: float, cap: float = 1000.0) -> float:
+    """BCE weight for positives that balances a positive rate: (1 - p) / p, between 1 and ``cap``."""
+    if rate <= 0:
+        return 1.0
+    return float(min(max((1 - rate) / rate, 1.0), cap))
+
+
+def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> dict:
+    """y, probs (n_bins, 2): metrics for the + strand, the - strand and both pooled."""
+    return {
+        "plus": binary_metrics(y[:, 0], probs[:, 0], threshold),
+        "minus": binary_metrics(y[:, 1], probs[:, 1], threshold),
+        "pooled": binary_metrics(y.reshape(-1), probs.reshape(-1), threshold),
+    }
+
+
+class PeakCaller:
+    """Streaming local maxima on one strand of one contig: bin i is called if p_i >= threshold, p_i > every p in
+    [i - d, i) and p_i >= every p in (i, i + d] (so of equal neighbours the leftmost wins). Bins arrive in order;
+    a bin is decided once d bins past it have arrived (or at the contig's end)."""
+
+    def __init__(self, threshold: float, distance_bins: int):
+        self.threshold, self.d = threshold, max(0, distance_bins)
+        self.reset()
+
+    def reset(self) -> None:
+        self.buf = np.zeros(0, dtype=np.float64)  # bins [offset, offset + len(buf))
+        self.offset = 0
+        self.decided = 0  # bins before this are decided
+
+    def feed(self, first_bin: int, probs: np.ndarray, *, final: bool = False) -> list[tuple[int, float]]:
+        if first_bin != self.offset + len(self.buf):
+            raise ValueError("bins must arrive in order")
+        buf = np.concatenate([self.buf, np.asarray(probs, dtype=np.float64)])
+        end = self.offset + len(buf)
+        decide_to = end if final else end - self.d
+        d = self.d
+        padded = np.concatenate([np.full(d, -np.inf), buf, np.full(d, -np.inf)])
+        peaks = []
+        lo, hi = self.decided - self.offset, decide_to - self.offset
+        for i in (np.flatnonzero(buf[lo:hi] >= self.threshold) + lo).tolist() if hi > lo else []:
+            j = i + d  # position in padded
+            p = padded[j]
+            if p > padded[j - d: j].max(initial=-np.inf) and p >= padded[j + 1: j + d + 1].max(initial=-np.inf):
+                peaks.append((self.offset + i, float(p)))
+        self.decided = max(self.decided, decide_to)
+        new_offset = max(self.offset, self.decided - d)  # keep d bins of history before the undecided ones
+        self.buf, self.offset = buf[new_offset - self.offset:], new_offset
+        return peaks
+
+
+class TrackTask(Task):
+    name = "track"
+    strands = ("plus", "minus")
+
+    def __init__(self, cfg: TrainConfig, state: dict | None = None):
+        super().__init__(cfg, state)
+        self.pos_weight: float | None = (state or {}).get("pos_weight")
+        self.train_regions: list[Region] = []
+
+    def state(self) -> dict:
+        return {"classes": list(self.strands), "pos_weight": self.pos_weight}
+
+    def head(self) -> dict:
+        return {"n_classes": 0, "track_channels": 2}
+
+    # -- training ----------------------------------------------------------------------------------------------
+    def load_training(self, spec: DataSpec) -> None:
+        cfg = self.cfg
+        self.train = TrackData.load(spec.fasta, spec.tss, cfg)
+        if spec.val_fasta:
+            val = TrackData.load(spec.val_fasta, spec.val_tss, cfg)
+            self.val_set = GenomeRegions(val, val.whole())
+            regions = self.train.whole()
+        else:
+            regions, val_regions = self.train.split(cfg.val_fraction)
+            self.val_set = GenomeRegions(self.train, val_regions)
+        self.train_regions = self.train.check_fits(regions, "training part")
+        rate = self.train.positive_rate(self.train_regions)
+        self.pos_weight = cfg.pos_weight if cfg.pos_weight is not None else auto_pos_weight(rate)
+        self._loss_weight = torch.tensor([self.pos_weight, self.pos_weight])
+        val_bp = sum(b - a for _, a, b in self.val_set.regions)
+        log.info("track: %d training region(s), validation %d region(s) (%s bp), positive rate %.5f, "
+                 "pos_weight %.1f", len(self.train_regions), len(self.val_set.regions), f"{val_bp:,}", rate,
+                 self.pos_weight)
+
+    def epoch_batches(self, rng: np.random.Generator) -> list[list[Window]]:
+        windows = self.train.random_windows(self.train_regions, rng, self.cfg.windows_per_epoch)
+        bs = self.cfg.batch_size
+        return [windows[i:i + bs] for i in range(0, len(windows), bs)]
+
+    def collate(self, items: list[Window], rng: np.random.Generator | None) -> Batch:
+        return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob)
+
+    def loss(self, out, batch: Batch) -> torch.Tensor:
+        logits = out.track.float()[batch.mask]
+        return F.binary_cross_entropy_with_logits(logits, batch.targets[batch.mask],
+                                                  pos_weight=self.weight_on(logits.device))
+
+    # -- scoring -----------------------------------------------------------------------------------------------
+    def probabilities(self, out) -> torch.Tensor:
+        """(B, T, 2) per-bin probabilities, prior-corrected for the positive weight used in training: weighting
+        positives by w multiplies the odds the model learns by w, so ln(w) is subtracted from the logits."""
+        shift = math.log(self.pos_weight) if self.pos_weight and self.pos_weight > 0 else 0.0
+        return torch.sigmoid(out.track.float() - shift)
+
+    def load_evaluation(self, inputs: DataSpec, *, held_out: bool = False) -> GenomeRegions:
+        if not (inputs.fasta and inputs.tss) or inputs.csv:
+            raise InputError(None, "a track model is evaluated on --fasta GENOME --tss TSS.bed")
+        data = TrackData.load(inputs.fasta, inputs.tss, self.cfg)
+        regions = data.split(self.cfg.val_fraction)[1] if held_out else data.whole()
+        if not regions:
+            raise InputError(None, "nothing to evaluate: no held-out bins")
+        return GenomeRegions(data, regions)
+
+    def targets_and_probs(self, predictor, eval_set: GenomeRegions, *, rc_average: bool = False,
+                          progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Targets and probabilities (n_bins, 2) of every bin of the regions, in order."""
+        data, ys, ps = eval_set.data, [], []
+        for contig, first, probs in predictor.region_probs(data, eval_set.regions, rc_average=rc_average,
+                                                           progress=progress):
+            ys.append(data.targets(Window(contig, first * data.stride, len(probs))))
+            ps.append(probs)
+        return np.concatenate(ys), np.concatenate(ps)
+
+    def metrics(self, y: np.ndarray, p: np.ndarray, threshold: float = 0.5) -> dict:
+        metrics = track_metrics(y, p, threshold)
+        metrics["score"] = metrics["pooled"].get("auprc", 0.0)
+        return metrics
+
+    # -- reports -----------------------------------------------------------------------------------------------
+    def curves(self, y: np.ndarray, p: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return {"+ strand": (y[:, 0], p[:, 0]), "- strand": (y[:, 1], p[:, 1])}
+
+    def report_lines(self, metrics: dict) -> list[str]:
+        lines = ["| strand | bins | positives | positive rate | AUROC | AUPRC | MCC | F1 |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for strand in ("plus", "minus", "pooled"):
+            m = metrics[strand]
+            lines.append(f"| {strand} | {m['n']:,} | {m['positives']:,} | {m['positive_rate']:.4f} | "
+                         f"{m.get('auroc', float('nan')):.4f} | {m.get('auprc', float('nan')):.4f} | "
+                         f"{m['mcc']:.4f} | {m['f1']:.4f} |")
+        return lines
+
+    def summary(self, metrics: dict) -> str:
+        return ", ".join(f"{s} AUPRC {metrics[s].get('auprc', float('nan')):.4f} (positive rate "
+                         f"{metrics[s]['positive_rate']:.4f})" for s in ("plus", "minus", "pooled"))
+
+    def describe(self, inputs: DataSpec, held_out: bool = False) -> str:
+        return (f"genolin track evaluation: {', '.join(inputs.fasta)} against {inputs.tss}"
+                + (" (held-out contig ends)" if held_out else ""))
+
+    # -- outputs -----------------------------------------------------------------------------------------------
+    def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions) -> str:
+        """OUT.plus.bedGraph, OUT.minus.bedGraph and OUT.peaks.bed for every contig of the genome(s)."""
+        from genolin.io.atomic import atomic_open
+        from genolin.io.bedgraph import BedGraphWriter
+
+        if inputs.csv or not inputs.fasta:
+            raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
+        data = TrackData.load(inputs.fasta, None, self.cfg)
+        stride, prefix = self.cfg.stride, str(out)
+        name = Path(prefix).name
+        distance_bins = options.min_distance_bp // stride
+        n_peaks, n_bins = 0, 0
+        with atomic_open(prefix + ".plus.bedGraph") as fp, atomic_open(prefix + ".minus.bedGraph") as fm, \
+                atomic_open(prefix + ".peaks.bed") as fb:
+            writers = (BedGraphWriter(fp, f"{name} + strand", "200,30,30"),
+                       BedGraphWriter(fm, f"{name} - strand", "30,30,200"))
+            fb.write(f'track name="{name} promoters" description="genolin calls, threshold {options.threshold}" '
+                     f"useScore=1\n")
+            callers = (PeakCaller(options.threshold, distance_bins), PeakCaller(options.threshold, distance_bins))
+            contig_peaks: list[tuple[int, float, str]] = []
+            current = None
+            for contig, first, probs in predictor.region_probs(data, data.whole(), rc_average=options.rc_average,
+                                                               progress=options.progress):
+                if contig != current:
+                    current, contig_peaks = contig, []
+                    for c in callers:
+                        c.reset()
+                length = data.lengths[contig]
+                final = first + len(probs) == -(-length // stride)
+                for strand in range(2):
+                    writers[strand].add(contig, first, probs[:, strand], stride, length)
+                    contig_peaks += [(b, p, "+-"[strand])
+                                     for b, p in callers[strand].feed(first, probs[:, strand], final=final)]
+                n_bins += len(probs)
+                if final:
+                    for w in writers:
+                        w.flush()
+                    for n, (b, p, strand) in enumerate(sorted(contig_peaks), start=n_peaks + 1):
+                        fb.write(f"{contig}\t{b * stride}\t{min((b + 1) * stride, length)}\tpromoter_{n}\t"
+                                 f"{min(1000, int(round(1000 * p)))}\t{strand}\n")
+                    n_peaks += len(contig_peaks)
+        return (f"{len(data.lengths)} contig(s), {n_bins} bins, {n_peaks} promoters called -> {prefix}.plus.bedGraph, "
+                f"{prefix}.minus.bedGraph, {prefix}.peaks.bed")
