@@ -1,4 +1,4 @@
-# genolin workflow: FASTA and labelled sets -> datasets -> tokens -> models -> metrics, report, genome tracks.
+# genolin workflow: FASTA and labelled sets -> datasets -> models -> metrics, report, genome tracks.
 #
 #   snakemake --cores 2                       the demo on the bundled data (workflows/config/demo.yaml)
 #   snakemake --report results/report.html    the HTML report of the last run

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from genolin.bench import VARIANTS, fitted_slopes, format_table, run_attention_benchmark
 from genolin.cli import cli
+from genolin.ops import favor_projection, naive_linear_attention
 
 
 def test_benchmark_rows_and_errors():
@@ -18,10 +20,25 @@ def test_benchmark_rows_and_errors():
     assert ("softmax", 64) in rows and ("softmax", 200) not in rows  # softmax only up to softmax_max_n
     assert rows[("softmax", 64)]["rel_error_to_softmax"] == pytest.approx(0, abs=1e-6)
     assert rows[("softmax", 64)]["cosine_to_softmax"] == pytest.approx(1, abs=1e-6)
+    # the error columns, recomputed from the same inputs with the explicit formulas (float64)
+    g = torch.Generator().manual_seed(0 + 64)
+    q, k = (torch.randn(1, 64, 2, 8, generator=g).mul(0.5).double() for _ in range(2))
+    v = torch.randn(1, 64, 2, 8, generator=g).double()
+    scores = torch.einsum("bnhd,bmhd->bhnm", q, k) / 8**0.5
+    exact = torch.einsum("bhnm,bmhe->bnhe", scores.softmax(-1), v)
+    same_window = (torch.arange(64)[:, None] // 32) == (torch.arange(64)[None, :] // 32)
+    local = torch.einsum("bhnm,bmhe->bnhe", scores.masked_fill(~same_window, float("-inf")).softmax(-1), v)
+    expected = {fm: naive_linear_attention(q, k, v, feature_map=fm) for fm in ("elu", "relu", "exp")}
+    expected["favor"] = naive_linear_attention(q, k, v, feature_map="favor",
+                                               projection=favor_projection(16, 8, seed=0).double())
+    expected["hybrid"] = 0.5 * (local + expected["elu"])
     for variant in VARIANTS[1:]:
         r = rows[(variant, 64)]
         assert r["forward_ms"] > 0 and r["forward_backward_ms"] > 0
-        assert 0 < r["rel_error_to_softmax"] and -1 <= r["cosine_to_softmax"] <= 1
+        o = expected[variant]
+        assert r["rel_error_to_softmax"] == pytest.approx(((o - exact).norm() / exact.norm()).item(), rel=1e-4)
+        cosine = torch.nn.functional.cosine_similarity(o.flatten(), exact.flatten(), dim=0).item()
+        assert r["cosine_to_softmax"] == pytest.approx(cosine, abs=1e-6)
         assert "rel_error_to_softmax" not in rows[(variant, 200)]
     assert result["meta"]["head_dim"] == 8 and result["meta"]["torch"]
     table = format_table(result)

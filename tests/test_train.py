@@ -79,8 +79,19 @@ def test_sequence_train_evaluate_predict(tmp_path, gue_small):
     r = run("evaluate", "--model", out, "--csv", gue_small / "dev.csv", "--out", tmp_path / "ev")
     assert r.exit_code == 0, r.output
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
-    assert metrics["n"] == 100 and 0 <= metrics["auroc"] <= 1 and len(metrics["confusion_matrix"]) == 2
     assert (tmp_path / "ev" / "roc.png").exists() and "Confusion matrix" in (tmp_path / "ev" / "report.md").read_text()
+    # the metrics are those of the model's predictions on the same rows (predict --csv ignores the labels)
+    r = run("predict", "--model", out, "--csv", gue_small / "dev.csv", "--out", tmp_path / "dev_pred.tsv")
+    assert r.exit_code == 0, r.output
+    rows = [line.split("\t") for line in (tmp_path / "dev_pred.tsv").read_text().splitlines()[1:]]
+    labels = np.array([int(line.split(",")[1]) for line in (gue_small / "dev.csv").read_text().splitlines()[1:]])
+    pred, p1 = np.array([int(x[4]) for x in rows]), np.array([float(x[3]) for x in rows])
+    from sklearn.metrics import roc_auc_score
+
+    confusion = [[int(((labels == a) & (pred == b)).sum()) for b in (0, 1)] for a in (0, 1)]
+    assert metrics["n"] == 100 and metrics["confusion_matrix"] == confusion
+    assert metrics["accuracy"] == pytest.approx((pred == labels).mean())
+    assert metrics["auroc"] == pytest.approx(roc_auc_score(labels, p1), abs=1e-3)  # TSV probabilities: 6 decimals
 
     fasta = tmp_path / "new.fa"
     fasta.write_text(">a\nACGTACGTACGTNNACGT\n>b\nTATAAAAGGCGCGCCCATATATATAGG\n")
@@ -270,16 +281,18 @@ def test_model_directory_problems(tmp_path, gue_small):
 
 
 def test_distributed_two_processes_on_cpu(tmp_path, gue_small):
-    """torchrun --nproc-per-node 2 with gloo: both ranks train in step, rank 0 writes the run."""
+    """torchrun --nproc-per-node 2 with gloo and gradient accumulation (no all-reduce on the first micro-batch of
+    each pair): both ranks train in step, rank 0 writes the run."""
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29531",
            "-m", "genolin", "-q", "train", "--csv", str(gue_small / "train.csv"), "--val-csv",
-           str(gue_small / "dev.csv"), "--out", str(out), "--epochs", "1", "--device", "cpu"]
+           str(gue_small / "dev.csv"), "--out", str(out), "--epochs", "1", "--device", "cpu", "--batch-size", "32",
+           "--set", "grad_accum=2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     state = json.loads((out / "trainer_state.json").read_text())
-    assert state["epoch"] == 1 and state["step"] == 2  # 5 batches of 64 -> 2 per rank
+    assert state["epoch"] == 1 and state["step"] == 2  # 10 batches of 32 -> 5 per rank -> 4 used, 2 steps
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
 
 

@@ -46,7 +46,7 @@ def evaluation_targets(ds):
 def all_targets():
     targets = [f"{RESULTS}/report/summary.md"]
     for genome in GENOMES:
-        targets += [f"{RESULTS}/genomes/{genome}.sizes", f"{RESULTS}/tokens/{genome}.k{config['k']}.npz"]
+        targets.append(f"{RESULTS}/genomes/{genome}.sizes")
     for genome, models in config["predict"].items():
         targets += [f"{RESULTS}/predictions/{model}/{genome}.peaks.bed" for model in models]
     return targets
@@ -160,4 +160,3 @@ wildcard_constraints:
     genome="[A-Za-z0-9_-]+",
     model="[A-Za-z0-9_-]+",
     target="[A-Za-z0-9_-]+",
-    k="[0-9]+",

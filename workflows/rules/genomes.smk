@@ -1,4 +1,4 @@
-# Genomes: validate and index every FASTA (writes its contig sizes), and cache its k-mer token arrays.
+# Genomes: validate and index every FASTA (writes its contig sizes; training and prediction read it through the index).
 
 
 rule index_genome:
@@ -13,16 +13,3 @@ rule index_genome:
     shell:
         "genolin index --fasta {input.fasta} --sizes {output.sizes} > {log} 2>&1"
 
-
-rule tokenize_genome:
-    input:
-        fasta=genome_fasta,
-        sizes=f"{RESULTS}/genomes/{{genome}}.sizes",
-    output:
-        tokens=f"{RESULTS}/tokens/{{genome}}.k{{k}}.npz",
-    log:
-        f"{RESULTS}/logs/tokenize/{{genome}}.k{{k}}.log",
-    conda:
-        ENV
-    shell:
-        "genolin tokenize --fasta {input.fasta} --k {wildcards.k} --stride 1 --out {output.tokens} > {log} 2>&1"
