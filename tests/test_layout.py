@@ -1,0 +1,62 @@
+"""The package's layers: data flow FASTA -> tokens -> task batches -> encoder -> task head -> scores/tracks, and no
+module imports one of a later layer (function-level imports included)."""
+
+from __future__ import annotations
+
+import ast
+
+from conftest import REPO
+
+# in the order data flows; a module may import its own layer and earlier ones
+LAYERS = [
+    ["genolin", "genolin.errors", "genolin.progress"],
+    ["genolin.io"],
+    ["genolin.tokenize"],
+    ["genolin.ops"],
+    ["genolin.model"],
+    ["genolin.config"],
+    ["genolin.tasks"],
+    ["genolin.checkpoint", "genolin.device"],
+    ["genolin.inference"],
+    ["genolin.train", "genolin.evaluate", "genolin.predict", "genolin.bench"],
+    ["genolin.cli", "genolin.__main__"],
+]
+
+
+def layer_of(module: str) -> int:
+    best = None
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and (best is None or len(name) > best[1]):
+                best = (i, len(name))
+    assert best is not None, f"{module} is in no layer: add it to LAYERS"
+    return best[0]
+
+
+def genolin_imports(path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "genolin"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "genolin":
+            out.add(node.module)
+    return out
+
+
+def test_no_import_goes_back_up():
+    package = REPO / "genolin"
+    wrong = []
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for imported in genolin_imports(path):
+            if layer_of(imported) > layer_of(module):
+                wrong.append(f"{module} imports {imported}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("def f():\n    from genolin.train import train\n")
+    assert genolin_imports(bad) == {"genolin.train"}  # found inside a function
+    assert layer_of("genolin.train") > layer_of("genolin.tasks.track") > layer_of("genolin.model")
