@@ -280,6 +280,7 @@ def test_model_directory_problems(tmp_path, gue_small):
     assert r.exit_code == 1 and "holds a run already" in r.output
 
 
+@pytest.mark.slow  # two processes, 10-15 s
 def test_distributed_two_processes_on_cpu(tmp_path, gue_small):
     """torchrun --nproc-per-node 2 with gloo and gradient accumulation (no all-reduce on the first micro-batch of
     each pair): both ranks train in step, rank 0 writes the run."""
