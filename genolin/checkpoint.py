@@ -70,7 +70,7 @@ def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
         if saved["task"] not in TASKS:
             raise ValueError(f"unknown task {saved['task']!r}")
         return RunConfig(task=saved["task"], train=TrainConfig.from_dict(saved["train"]),
-                         data=DataSpec(**saved["data"]),
+                         data=DataSpec.from_dict(saved["data"]),
                          task_state={k: saved[k] for k in TASK_STATE_KEYS if k in saved},
                          created=saved.get("created", ""))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -38,13 +38,16 @@ class TrainConfig:
     window_bp: int = 100_000  # track: window length (a multiple of stride)
     tolerance_bins: int = 1  # track: bins on each side of a TSS bin that count as positive
     val_fraction: float = 0.1  # track without --val-fasta: held-out end of each contig
-    windows_per_epoch: int | None = None  # track: default genome length / window
+    windows_per_epoch: int | None = None  # track without val_every_steps: default genome length / window
+    eval_bin_bp: int = 50  # track scores: evaluation bins per strand (positive: a TSS inside; score: max probability)
     # the encoder
     model: EncoderConfig = field(default_factory=lambda: EncoderConfig(dropout=0.1))
-    # optimisation
+    # optimisation: the schedule is `steps` optimizer steps, or `epochs` passes (tracks: of val_every_steps steps)
+    steps: int | None = None  # the schedule's length in optimizer steps (None: epochs x steps per epoch)
+    val_every_steps: int | None = None  # track: validation and a checkpoint every this many steps (an "epoch")
     epochs: int = 10
-    max_steps: int | None = None
-    max_minutes: float | None = None
+    max_steps: int | None = None  # a stop rule: the schedule ends here at the latest
+    max_minutes: float | None = None  # a stop rule: the schedule ends when this run's time is up
     batch_size: int = 32
     max_tokens: int = 262_144  # sequence task: padded tokens per batch at most
     grad_accum: int = 1
@@ -200,11 +203,20 @@ class DataSpec:
     fasta: list[str] = dataclasses.field(default_factory=list)
     csv: str | None = None
     labels: str | None = None
-    tss: str | None = None
+    tss: list[str] = dataclasses.field(default_factory=list)  # one BED per FASTA, in order, or one for all
     val_fasta: list[str] = dataclasses.field(default_factory=list)
     val_csv: str | None = None
     val_labels: str | None = None
-    val_tss: str | None = None
+    val_tss: list[str] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> DataSpec:
+        """From a saved run (a TSS BED was one path before several genomes were supported)."""
+        values = dict(values)
+        for key in ("tss", "val_tss"):
+            if values.get(key) is None or isinstance(values[key], str):
+                values[key] = [values[key]] if values.get(key) else []
+        return cls(**values)
 
 
 # --- run configs written before format 2 (flat settings, encoder config beside them) ---------------------------

@@ -25,13 +25,13 @@ log = logging.getLogger(__name__)
 
 
 def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = False, threshold: float = 0.5,
-             held_out: bool = False, progress: bool | None = None) -> tuple[dict, Path]:
+             min_distance_bp: int = 100, held_out: bool = False, progress: bool | None = None) -> tuple[dict, Path]:
     """Metrics of ``run`` (a genolin.inference.Run) on ``inputs``, and the report written to ``out_dir``."""
     task = run.task
     eval_set = task.load_evaluation(inputs, held_out=held_out)
-    metrics, y, p = task.evaluate(run.predictor, eval_set, rc_average=rc_average, threshold=threshold,
-                                  progress=progress)
-    report = write_report(out_dir, metrics, task.curves(y, p), task.report_lines(metrics),
+    metrics, scored = task.evaluate(run.predictor, eval_set, rc_average=rc_average, threshold=threshold,
+                                    min_distance_bp=min_distance_bp, progress=progress)
+    report = write_report(out_dir, metrics, task.curves(scored), task.report_lines(metrics),
                           task.describe(inputs, held_out))
     log.info("%s -> %s", task.summary(metrics), report)
     return metrics, report

@@ -45,11 +45,12 @@ from genolin.tasks import get_task
 log = logging.getLogger(__name__)
 
 
-def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
-    """Linear warmup to cfg.lr, then cosine decay to cfg.lr * min_lr_ratio at ``total`` steps."""
+def lr_at(step: int, total: int, cfg: TrainConfig, min_progress: float = 0.0) -> float:
+    """Linear warm-up to cfg.lr, then cosine decay to cfg.lr * min_lr_ratio when progress reaches 1: progress is
+    the fraction of the post-warm-up steps done of ``total``, or ``min_progress`` (of a time budget) if larger."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+    progress = max(min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps)), min(1.0, min_progress))
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
@@ -84,11 +85,12 @@ class Trainer:
         self.predictor = Predictor(self.model, self.task, self.device, batch_size=self.cfg.batch_size,
                                    max_tokens=self.cfg.max_tokens)
         self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0,
-                      "done": False}
+                      "done": False, "progress": 0.0}
         if resume:
             self._resume()
         elif self.dist.main:
             self._start_run_dir()
+        self.progress_at_start = self.state["progress"]  # the schedule's progress when this run started
 
     # -- the run directory ---------------------------------------------------------------------------------------
     def _start_run_dir(self) -> None:
@@ -123,17 +125,33 @@ class Trainer:
 
     # -- steps ---------------------------------------------------------------------------------------------------
     def epoch_batches(self, epoch: int) -> list:
-        """This rank's batches of an epoch (whole accumulation groups)."""
-        batches = self.task.epoch_batches(np.random.default_rng([self.cfg.seed, epoch]))
+        """This rank's batches of an epoch (whole accumulation groups). With ``val_every_steps`` a track epoch is
+        that many optimizer steps of windows."""
+        cfg = self.cfg
+        n_batches = cfg.val_every_steps * cfg.grad_accum * self.dist.world if cfg.val_every_steps else None
+        batches = self.task.epoch_batches(np.random.default_rng([cfg.seed, epoch]), n_batches)
         per_rank = len(batches) // self.dist.world
         if per_rank == 0:
             raise InputError(None, f"too little training data for {self.dist.world} processes")
-        usable = per_rank - per_rank % self.cfg.grad_accum or per_rank
+        usable = per_rank - per_rank % cfg.grad_accum or per_rank
         return batches[self.dist.rank::self.dist.world][:usable]
 
-    def total_steps(self) -> int:
-        total = self.cfg.epochs * (len(self.epoch_batches(0)) // self.cfg.grad_accum)
-        return min(total, self.cfg.max_steps) if self.cfg.max_steps is not None else total
+    def plan(self) -> tuple[int, int]:
+        """(optimizer steps of the schedule, epochs to run): ``steps`` if set, else epochs x steps per epoch;
+        ``max_steps`` ends it earlier."""
+        cfg = self.cfg
+        per_epoch = max(1, -(-len(self.epoch_batches(0)) // cfg.grad_accum))
+        total = cfg.steps if cfg.steps is not None else cfg.epochs * per_epoch
+        epochs = -(-cfg.steps // per_epoch) if cfg.steps is not None else cfg.epochs
+        return (min(total, cfg.max_steps) if cfg.max_steps is not None else total), epochs
+
+    def time_progress(self, t_start: float) -> float:
+        """The schedule's progress by the clock under --max-minutes: from where this run started to 1 at its
+        deadline (0 without a time budget)."""
+        if self.cfg.max_minutes is None:
+            return 0.0
+        p0 = self.progress_at_start
+        return p0 + (1 - p0) * (time.monotonic() - t_start) / (self.cfg.max_minutes * 60)
 
     def micro_step(self, items, epoch: int, b: int, *, sync: bool) -> tuple[float, int]:
         """Forward, loss and backward of batch ``b``; DDP all-reduces only when ``sync`` (the last of a group)."""
@@ -166,6 +184,9 @@ class Trainer:
             return f"max_minutes {cfg.max_minutes}"
         return None
 
+    def schedule_done(self) -> bool:
+        return self.cfg.steps is not None and self.state["step"] >= self.cfg.steps
+
     # -- hooks ---------------------------------------------------------------------------------------------------
     def evaluate(self) -> dict | None:
         """The task's metrics on the validation set (None without one), exactly as ``genolin evaluate`` scores."""
@@ -176,6 +197,20 @@ class Trainer:
             return self.task.evaluate(self.predictor, self.task.val_set, progress=False)[0]
         finally:
             self.model.train()
+
+    def end_stopped(self, reason: str) -> None:
+        """A stop rule fired inside an epoch: validation at the stop point (a better score becomes the best weights;
+        patience is not charged), and a checkpoint from which --resume continues the epoch."""
+        st = self.state
+        metrics = self.evaluate()
+        improved = metrics is not None and (st["best"] is None or metrics["score"] > st["best"])
+        if improved:
+            st["best"], st["best_epoch"] = metrics["score"], st["epoch"] + 1
+        self.checkpoint(best=improved)
+        self._log_metrics({"epoch": st["epoch"] + 1, "step": st["step"], "stopped": reason, "val": metrics})
+        score = "" if metrics is None else f"; validation score {metrics['score']:.4f}"
+        log.info("stopped by %s at step %d (epoch %d, batch %d)%s; continue with --resume", reason, st["step"],
+                 st["epoch"] + 1, st["batch"], score)
 
     def end_epoch(self, record: dict) -> None:
         """Validation, early stopping, checkpoint and the metrics line after a complete epoch."""
@@ -218,33 +253,32 @@ class Trainer:
                 bar.update(1)
                 if not boundary:
                     continue
-                self.optimizer_step(lr_at(st["step"], total, cfg))
+                st["progress"] = self.time_progress(t_start)
+                self.optimizer_step(lr_at(st["step"], total, cfg, st["progress"]))
                 st["batch"] = b + 1
                 seconds = time.monotonic() - t_epoch
                 bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}", tok_s=f"{tokens * self.dist.world / seconds:.0f}")
                 stopped = self.stop_reason(t_start)
-                if stopped:
+                if stopped or self.schedule_done():
                     break
-        if st["batch"] < len(batches):
+        if st["batch"] < len(batches) and not self.schedule_done():
             return None, stopped
         seconds = time.monotonic() - t_epoch
         record = {"epoch": epoch + 1, "step": st["step"], "train_loss": float(np.mean(losses)) if losses else None,
-                  "lr": lr_at(max(st["step"] - 1, 0), total, cfg), "seconds": seconds,
+                  "lr": lr_at(max(st["step"] - 1, 0), total, cfg, st["progress"]), "seconds": seconds,
                   "tokens_per_s": tokens * self.dist.world / max(seconds, 1e-9)}
         return record, stopped
 
     def fit(self) -> dict:
-        cfg, st = self.cfg, self.state
-        total = self.total_steps()
+        st = self.state
+        total, epochs = self.plan()
         t_start = time.monotonic()
         self.model.train()
         stopped = None
-        while st["epoch"] < cfg.epochs and not st["done"]:
+        while st["epoch"] < epochs and not st["done"] and not self.schedule_done():
             record, stopped = self.train_epoch(total, t_start)
-            if record is None:  # stopped inside the epoch: a checkpoint, no validation
-                self.checkpoint()
-                log.info("stopped by %s at step %d (epoch %d, batch %d); continue with --resume", stopped,
-                         st["step"], st["epoch"] + 1, st["batch"])
+            if record is None:  # a stop rule fired inside the epoch
+                self.end_stopped(stopped)
                 break
             self.end_epoch(record)
             if stopped:

@@ -97,7 +97,7 @@ def test_validation_equals_evaluate_on_the_same_data(tmp_path, ecoli_30k):
             "--out", tmp_path / "ev")
     assert r.exit_code == 0, r.output
     ev = json.loads((tmp_path / "ev" / "metrics.json").read_text())
-    assert ev["pooled"]["n"] == best["val"]["pooled"]["n"] == 2 * (30_000 - 21_000) // 4
+    assert ev["pooled"]["n"] == best["val"]["pooled"]["n"] == 2 * (30_000 - 21_000) // 50
     for part in ("plus", "minus", "pooled"):
         assert abs(ev[part]["auprc"] - best["val"][part]["auprc"]) < 1e-4, part
 
@@ -118,7 +118,7 @@ def test_validation_equals_evaluate_on_the_same_data(tmp_path, ecoli_30k):
     r = run("evaluate", "--model", out, "--fasta", val, "--tss", val_tss, "--out", tmp_path / "ev2")
     assert r.exit_code == 0, r.output
     ev = json.loads((tmp_path / "ev2" / "metrics.json").read_text())
-    assert ev["pooled"]["n"] == record["val"]["pooled"]["n"] == 2 * (6_001 + 3) // 4
+    assert ev["pooled"]["n"] == record["val"]["pooled"]["n"] == 2 * (6_001 + 49) // 50
     assert abs(ev["pooled"]["auprc"] - record["val"]["pooled"]["auprc"]) < 1e-4
 
 

@@ -151,15 +151,18 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
             "--out", tmp_path / "ev")
     assert r.exit_code == 0, r.output
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
-    bins = 60_000 // 4 + 9_000 // 4 + 251  # chrC: 1,001 bp -> 251 bins, the last one partial
-    assert metrics["plus"]["n"] == bins and metrics["pooled"]["n"] == 2 * bins
-    assert metrics["pooled"]["positives"] > 0 and 0 < metrics["pooled"]["positive_rate"] < 0.1
+    bins = 60_000 // 50 + 9_000 // 50 + 21  # 50-bp evaluation bins; chrC: 1,001 bp -> 21, the last one partial
+    assert metrics["plus"]["n"] == bins and metrics["pooled"]["n"] == 2 * bins and metrics["bin_bp"] == 50
+    assert metrics["pooled"]["positives"] > 0 and 0 < metrics["pooled"]["positive_rate"] < 0.2
+    assert list(metrics["genomes"]) == ["g"] and metrics["genomes"]["g"]["pooled"] == metrics["pooled"]
+    tss = [line.split("\t") for line in (genome_small / "tss.bed").read_text().splitlines()]
+    assert metrics["calls"]["tss"] == len(tss) and metrics["calls"]["threshold"] == 0.5
     r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
             "--out", tmp_path / "ev2", "--held-out")
     assert r.exit_code == 0, r.output
     held = json.loads((tmp_path / "ev2" / "metrics.json").read_text())
-    # held out: the last 10 % of each contig (chrA from 54,000, chrB from 8,100, chrC from 900)
-    assert held["plus"]["n"] == (60_000 - 54_000) // 4 + (9_000 - 8_100) // 4 + (1_001 - 900 + 3) // 4
+    # held out: the last 10 % of each contig (chrA from 54,000, chrB from 8,100, chrC from 900), in 50-bp bins
+    assert held["plus"]["n"] == (60_000 - 54_000) // 50 + (9_000 - 8_100) // 50 + 3
 
 
 def test_resume_equals_uninterrupted(tmp_path, gue_small):

@@ -11,21 +11,26 @@ import click
                                                                "with --tss.")
 @click.option("--csv", metavar="CSV", help="Labelled CSV/TSV ('sequence' and 'label' columns).")
 @click.option("--labels", metavar="TSV", help="id<TAB>label for --fasta.")
-@click.option("--tss", metavar="BED", help="TSS BED for genome evaluation of a track model.")
+@click.option("--tss", multiple=True, metavar="BED",
+              help="TSS BED for genome evaluation of a track model: once per --fasta (paired in order) or once for "
+                   "all; metrics per genome and over all.")
 @click.option("--out", metavar="DIR", default=None, help="Report folder [default: RUN_DIR/evaluation].")
 @click.option("--rc-average/--no-rc-average", default=False, help="Average forward and reverse-complement "
                                                                   "predictions.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, help="Threshold for MCC and F1 of tracks.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5,
+              help="Tracks: the probability for MCC and F1 of bins and for promoter calls.")
+@click.option("--min-distance", type=click.IntRange(min=0), default=100,
+              help="Tracks: promoter calls on one strand are at least this many bp apart (as in predict).")
 @click.option("--held-out/--whole-genome", default=False,
               help="Tracks: score only the end of each contig that training held out (the training genome).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-def evaluate(model_dir, fasta, csv, labels, tss, out, rc_average, threshold, held_out, device) -> None:
+def evaluate(model_dir, fasta, csv, labels, tss, out, rc_average, threshold, min_distance, held_out, device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
     from genolin.config import DataSpec
     from genolin.evaluate import evaluate as run_evaluation
     from genolin.inference import load_run
 
     run = load_run(model_dir, device)
-    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=tss)
+    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss))
     run_evaluation(run, inputs, out or f"{model_dir}/evaluation", rc_average=rc_average, threshold=threshold,
-                   held_out=held_out)
+                   min_distance_bp=min_distance, held_out=held_out)

@@ -15,12 +15,15 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
                    "--tss (repeat for several genomes).")
 @click.option("--csv", metavar="CSV", help="Training CSV/TSV with 'sequence' and 'label' columns.")
 @click.option("--labels", metavar="TSV", help="id<TAB>label for the records of --fasta.")
-@click.option("--tss", metavar="BED", help="TSS BED (strand in column 6): train a genome track model.")
+@click.option("--tss", multiple=True, metavar="BED",
+              help="TSS BED (strand in column 6): train a genome track model. Once per --fasta (paired in order), or "
+                   "once naming contigs of every genome.")
 @click.option("--val-fasta", multiple=True, metavar="FASTA", help="Validation FASTA (labelled set or genome).")
 @click.option("--val-csv", metavar="CSV", help="Validation CSV/TSV.")
 @click.option("--val-labels", metavar="TSV", help="id<TAB>label for --val-fasta.")
-@click.option("--val-tss", metavar="BED", help="TSS BED of --val-fasta genomes (default for tracks: the held-out "
-                                                 "end of each training contig).")
+@click.option("--val-tss", multiple=True, metavar="BED",
+              help="TSS BED(s) of the --val-fasta genomes, as --tss (default for tracks: validation on the held-out "
+                   "end of each training contig).")
 @click.option("--out", metavar="RUN_DIR", help="Run directory to create (config, weights, metrics, log).")
 @click.option("--preset", type=click.Choice(["tiny", "small", "base"]), default="tiny",
               help="Model size and budget; tiny trains on 2 CPU cores in minutes.")
@@ -47,6 +50,7 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
     Sequence classifier:  genolin train --fasta TRAIN.fa --val-fasta DEV.fa --out RUN
                           genolin train --csv train.csv --val-csv dev.csv --out RUN
     Genome track model:   genolin train --fasta GENOME.fa.bgz --tss TSS.bed --out RUN
+    Several genomes:      genolin train --fasta G1.fa.gz --tss G1.bed --fasta G2.fa.gz --tss G2.bed --out RUN
     """
     import logging
 
@@ -79,8 +83,8 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
         overrides = read_yaml_config(config_yaml) if config_yaml else {}
         overrides.update(parse_settings(set_values))
         cfg = make_config(task, preset, {**overrides, **cli_values}, source=config_yaml or "--config")
-        spec = DataSpec(task=task, fasta=list(fasta), csv=csv, labels=labels, tss=tss, val_fasta=list(val_fasta),
-                        val_csv=val_csv, val_labels=val_labels, val_tss=val_tss)
+        spec = DataSpec(task=task, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss), val_fasta=list(val_fasta),
+                        val_csv=val_csv, val_labels=val_labels, val_tss=list(val_tss))
     summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
     logging.getLogger("genolin").info(
         "done: %d epoch(s), %d steps, best validation score %s (epoch %s) in %.1f min -> %s", summary["epochs"],

@@ -8,10 +8,10 @@ on what is learned, so the trainer, the predictor and the evaluator never ask wh
 
     training   load_training(spec) -> self.train / self.val_set; epoch_batches(rng); collate(items, rng);
                head() (the encoder's n_classes / track_channels); loss(out, batch); state() (saved in config.json)
-    scoring    probabilities(out); load_evaluation(inputs, held_out); targets_and_probs(predictor, eval_set);
-               metrics(y, p, threshold) (with "score", the number validation maximises);
-               evaluate(predictor, eval_set) = both, the one path of validation and ``genolin evaluate``
-    reports    curves(y, p), report_lines(metrics), summary(metrics), describe(inputs, held_out)
+    scoring    probabilities(out); load_evaluation(inputs, held_out); evaluate(predictor, eval_set) -> (metrics
+               with "score", the number validation maximises; what curves() plots): the one scoring path of
+               validation during training and of ``genolin evaluate``
+    reports    curves(scored), report_lines(metrics), summary(metrics), describe(inputs, held_out)
     outputs    predict(predictor, inputs, out, options): the prediction files of ``genolin predict``
 
 ``predictor`` is a ``genolin.inference.Predictor`` (passed in: tasks sit below inference and never import it).
@@ -81,12 +81,6 @@ class Task(ABC):
             self._loss_weight = self._loss_weight.to(device)
         return self._loss_weight
 
-    def evaluate(self, predictor, eval_set, *, rc_average: bool = False, threshold: float = 0.5,
-                 progress: bool | None = None) -> tuple[dict, np.ndarray, np.ndarray]:
-        """(metrics, y, p) of the model behind ``predictor`` on ``eval_set``: validation and evaluate alike."""
-        y, p = self.targets_and_probs(predictor, eval_set, rc_average=rc_average, progress=progress)
-        return self.metrics(y, p, threshold), y, p
-
     @abstractmethod
     def state(self) -> dict:
         """What config.json keeps of the task (classes; pos_weight)."""
@@ -100,8 +94,9 @@ class Task(ABC):
         """Read the training and validation data of ``spec`` into ``train`` and ``val_set``."""
 
     @abstractmethod
-    def epoch_batches(self, rng: np.random.Generator) -> list:
-        """One epoch's batches of training items (indices or windows), in order."""
+    def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list:
+        """One epoch's batches of training items (indices or windows), in order; ``n_batches`` where the task
+        samples its items (tracks: windows at random offsets), else one pass over the data."""
 
     @abstractmethod
     def collate(self, items, rng: np.random.Generator | None) -> Batch:
@@ -120,10 +115,11 @@ class Task(ABC):
         """Labelled data to score (``genolin evaluate``'s inputs)."""
 
     @abstractmethod
-    def targets_and_probs(self, predictor, eval_set, *, rc_average: bool = False,
-                          progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(y, p) over every item of ``eval_set``."""
+    def evaluate(self, predictor, eval_set, *, rc_average: bool = False, threshold: float = 0.5,
+                 min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, object]:
+        """(metrics with "score", the number validation maximises; what ``curves`` plots) of the model behind
+        ``predictor`` on ``eval_set``: the one scoring path of validation and ``genolin evaluate``."""
 
     @abstractmethod
-    def metrics(self, y: np.ndarray, p: np.ndarray, threshold: float = 0.5) -> dict:
-        """Metrics of (y, p), with "score": the number validation maximises."""
+    def curves(self, scored) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Named (y, score) pairs for the ROC and PR plots."""

@@ -143,8 +143,8 @@ class SequenceTask(Task):
         log.info("training set: %d sequences %s; validation: %d", len(dataset), dataset.class_counts(),
                  len(self.val_set) if self.val_set else 0)
 
-    def epoch_batches(self, rng: np.random.Generator) -> list[list[int]]:
-        return self.train.batches(self.cfg.batch_size, self.cfg.max_tokens, rng)
+    def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[int]]:
+        return self.train.batches(self.cfg.batch_size, self.cfg.max_tokens, rng)  # one pass over the data
 
     def collate(self, items: list[int], rng: np.random.Generator | None) -> Batch:
         return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob, max_shift=self.cfg.max_shift_bp)
@@ -163,17 +163,17 @@ class SequenceTask(Task):
             raise InputError(None, "a sequence classifier is evaluated on --csv or --fasta (with --labels)")
         return self._data(fasta, csv, inputs.labels, classes=self.classes, min_classes=1)
 
-    def targets_and_probs(self, predictor, eval_set: SequenceData, *, rc_average: bool = False,
-                          progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-        return eval_set.dataset.labels, predictor.sequence_probs(eval_set, rc_average=rc_average)
-
-    def metrics(self, y: np.ndarray, p: np.ndarray, threshold: float = 0.5) -> dict:
+    def evaluate(self, predictor, eval_set: SequenceData, *, rc_average: bool = False, threshold: float = 0.5,
+                 min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, tuple]:
+        """Classification metrics (argmax decisions; "score" = MCC) and (labels (n,), probabilities (n, C))."""
+        y, p = eval_set.dataset.labels, predictor.sequence_probs(eval_set, rc_average=rc_average)
         metrics = classification_metrics(y, p, self.classes)
         metrics["score"] = metrics["mcc"]
-        return metrics
+        return metrics, (y, p)
 
     # -- reports -----------------------------------------------------------------------------------------------
-    def curves(self, y: np.ndarray, p: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def curves(self, scored: tuple) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        y, p = scored
         return {f"class {self.classes[1]}": (y == 1, p[:, 1])} if len(self.classes) == 2 else {}
 
     def report_lines(self, metrics: dict) -> list[str]:

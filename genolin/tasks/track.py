@@ -11,11 +11,17 @@ Head: 2 logits per token; loss: binary cross-entropy on real bins with ``pos_wei
 balancing the training positive rate); probabilities: sigmoid of the logits minus ln(pos_weight), i.e. calibrated
 back to the training positive rate (the ranking, hence AUROC / AUPRC, is unchanged).
 
-Scoring: a set of genome regions (``GenomeRegions``) is predicted by streaming overlapping windows over each region
-(``Predictor.region_probs``; bins made only of N get probability 0) and every bin of the regions is scored, per
-strand and pooled; the validation score is the pooled AUPRC. Validation during training and ``genolin evaluate``
-go through this one path: the held-out end of each contig (``val_fraction``; ``evaluate --held-out``) or whole
-genomes (``--val-fasta``; ``evaluate`` on another genome).
+Several genomes: one FASTA each (named by file name), TSS BEDs paired with them in order or one BED naming contigs
+of all; training windows are drawn across genomes in proportion to their length.
+
+Scoring: genome regions (``GenomeRegions``) stream through overlapping windows (``Predictor.region_probs``; bins
+made only of N get probability 0) and are scored per genome and over all genomes, in evaluation bins of
+``eval_bin_bp`` (default 50 bp) per strand: a bin is positive when a TSS of its strand lies inside it, its score is
+the highest model-bin probability inside it (AUROC, AUPRC with the positive rate, MCC/F1 at a threshold). Promoter
+calls (the peaks of ``genolin predict`` at the threshold) are matched to TSSs of their strand: precision and recall
+within 20 and 100 bp, calls per Mbp. The validation score is the mean over genomes of their pooled AUPRC.
+Validation during training and ``genolin evaluate`` share this one path: the held-out end of each contig
+(``val_fraction``; ``evaluate --held-out``) or whole genomes (``--val-fasta``; ``evaluate`` on other genomes).
 
 Predictions (``genolin predict``): OUT.plus.bedGraph and OUT.minus.bedGraph (per-bin probability, 0-based
 half-open, sorted, covering every contig, equal rounded runs merged) and OUT.peaks.bed (BED6 calls: a bin whose
@@ -87,15 +93,34 @@ class TrackData:
                     for c in self.lengths}
 
     @classmethod
-    def load(cls, fastas: list[str], tss_path: str | None, cfg: TrainConfig) -> TrackData:
-        """Genomes (and their TSS BED, none for prediction) with the run's window, k, stride and tolerance."""
+    def load(cls, fastas: list[str], tss_paths: list[str], cfg: TrainConfig) -> TrackData:
+        """Genomes and their TSS BEDs (one per FASTA, in order, or one naming contigs of all; none to predict) with
+        the run's window, k, stride and tolerance."""
         from genolin.io.bed import read_bed
 
         genomes = [Genome(p) for p in fastas]
         lengths = {c: n for g in genomes for c, n in g.lengths.items()}
-        tss = read_bed(tss_path, lengths) if tss_path else []
+        if len(tss_paths) == len(genomes) > 1:
+            tss = [iv for g, path in zip(genomes, tss_paths, strict=True) for iv in read_bed(path, g.lengths)]
+        elif len(tss_paths) <= 1:
+            tss = read_bed(tss_paths[0], lengths) if tss_paths else []
+        else:
+            raise InputError(None, f"give --tss once for all genomes or once per --fasta, in the same order "
+                                   f"({len(fastas)} FASTA, {len(tss_paths)} BED)")
         return cls(genomes, tss, window_bp=cfg.window_bp, k=cfg.k, stride=cfg.stride, tolerance_bins=cfg.tolerance_bins,
-                   tss_source=tss_path or "TSS BED")
+                   tss_source=tss_paths[0] if len(tss_paths) == 1 else "TSS BED")
+
+    @property
+    def genome_names(self) -> list[str]:
+        """A short name per genome: its file name without FASTA and compression suffixes (made unique)."""
+        names: list[str] = []
+        for g in self.genomes:
+            name = genome_name(g.path)
+            names.append(name if name not in names else f"{name}_{len(names) + 1}")
+        return names
+
+    def genome_of(self, contig: str) -> str:
+        return self.genome_names[self.genomes.index(self._genome_of[contig])]
 
     # -- regions and windows ---------------------------------------------------------------------------------
     def whole(self) -> list[Region]:
@@ -191,12 +216,31 @@ class TrackData:
         return hits * (2 * self.tolerance_bins + 1) / max(bins, 1)
 
 
+def genome_name(path) -> str:
+    """``dir/BACILLUS.fasta.gz`` -> ``BACILLUS``."""
+    name = Path(path).name
+    for suffix in (".gz", ".bgz", ".bgzf", ".fa", ".fasta", ".fna", ".fas", ".faa"):
+        name = name.removesuffix(suffix)
+    return name or Path(path).name
+
+
 @dataclass
 class GenomeRegions:
     """What a track model is scored on: regions of genomes, every bin of them."""
 
     data: TrackData
     regions: list[Region]
+
+
+@dataclass
+class GenomeScores:
+    """One genome's scores: evaluation bins (n, 2) of targets and max probabilities, calls and annotated TSSs."""
+
+    y: np.ndarray  # (n, 2) int8: a TSS of that strand in the bin
+    p: np.ndarray  # (n, 2) float32: the highest bin probability inside the evaluation bin
+    calls: dict  # (contig, strand) -> sorted positions of called promoters (bin centres, bp)
+    tss: dict  # (contig, strand) -> sorted TSS positions inside the scored regions
+    bp: int  # bases scored
 
 
 def auto_pos_weight(rate: float, cap: float = 1000.0) -> float:
@@ -215,19 +259,87 @@ def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> d
     }
 
 
+CALL_DISTANCES_BP = (20, 100)
+
+
+def _near(a: np.ndarray, b: np.ndarray, d: int) -> np.ndarray:
+    """(len(a),) bool: each sorted position of ``a`` has a position of sorted ``b`` within d."""
+    if not len(b):
+        return np.zeros(len(a), dtype=bool)
+    i = np.clip(np.searchsorted(b, a), 1, len(b) - 1) if len(b) > 1 else np.zeros(len(a), dtype=np.int64)
+    nearest = np.minimum(np.abs(a - b[i]), np.abs(a - b[np.maximum(i - 1, 0)]))
+    return nearest <= d
+
+
+def call_metrics(calls: dict, tss: dict, bp: int, threshold: float) -> dict:
+    """Promoter calls against annotated TSSs of the same strand: precision (calls with a TSS within d bp) and
+    recall (TSSs with a call within d bp) for d in CALL_DISTANCES_BP, and calls per Mbp."""
+    keys = set(calls) | set(tss)
+    empty = np.zeros(0, dtype=np.int64)
+    n_calls = sum(len(v) for v in calls.values())
+    n_tss = sum(len(v) for v in tss.values())
+    out = {"threshold": threshold, "calls": n_calls, "tss": n_tss, "calls_per_mbp": n_calls / max(bp, 1) * 1e6}
+    for d in CALL_DISTANCES_BP:
+        hit_calls = sum(int(_near(calls.get(k, empty), tss.get(k, empty), d).sum()) for k in keys)
+        hit_tss = sum(int(_near(tss.get(k, empty), calls.get(k, empty), d).sum()) for k in keys)
+        out[f"precision_{d}bp"] = hit_calls / n_calls if n_calls else None
+        out[f"recall_{d}bp"] = hit_tss / n_tss if n_tss else None
+    return out
+
+
+def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: int, threshold: float,
+                  min_distance_bp: int, rc_average: bool = False, progress: bool | None = None
+                  ) -> dict[str, GenomeScores]:
+    """Every region streamed through the model; per genome (in order): evaluation bins of ``bin_bp`` (target: a TSS
+    of the strand inside, score: the highest model-bin probability overlapping it), and promoter calls
+    (PeakCaller at ``threshold``, ``min_distance_bp`` apart) with the TSSs they are matched against."""
+    stride = data.stride
+    parts: dict[str, dict] = {name: {"y": [], "p": [], "calls": {}, "tss": {}, "bp": 0} for name in
+                              dict.fromkeys(data.genome_of(c) for c, _, _ in regions)}
+    for contig, a, b in regions:
+        part = parts[data.genome_of(contig)]
+        e0, e1 = a // bin_bp, -(-b // bin_bp)
+        y = np.zeros((e1 - e0, 2), dtype=np.int8)
+        p = np.zeros((e1 - e0, 2), dtype=np.float32)
+        callers = [PeakCaller(threshold, min_distance_bp // stride, a // stride) for _ in range(2)]
+        found: list[list[int]] = [[], []]
+        end_bin = -(-b // stride)
+        for _, first, probs in predictor.region_probs(data, [(contig, a, b)], rc_average=rc_average,
+                                                      progress=progress):
+            starts = (first + np.arange(len(probs))) * stride
+            lo = np.maximum(starts, a) // bin_bp - e0
+            hi = (np.minimum(starts + stride, b) - 1) // bin_bp - e0
+            for idx in (lo, hi):  # a model bin overlaps one evaluation bin or two
+                np.maximum.at(p, idx, probs)
+            for strand in range(2):
+                peaks = callers[strand].feed(first, probs[:, strand], final=first + len(probs) == end_bin)
+                found[strand] += [bin_ * stride + stride // 2 for bin_, _ in peaks]
+        for strand, positions in enumerate(data.tss[contig]):
+            inside = positions[(positions >= a) & (positions < b)]
+            y[inside // bin_bp - e0, strand] = 1
+            part["tss"][(contig, strand)] = inside
+            part["calls"][(contig, strand)] = np.array(sorted(found[strand]), dtype=np.int64)
+        part["y"].append(y)
+        part["p"].append(p)
+        part["bp"] += b - a
+    return {name: GenomeScores(np.concatenate(v["y"]), np.concatenate(v["p"]), v["calls"], v["tss"], v["bp"])
+            for name, v in parts.items()}
+
+
 class PeakCaller:
     """Streaming local maxima on one strand of one contig: bin i is called if p_i >= threshold, p_i > every p in
     [i - d, i) and p_i >= every p in (i, i + d] (so of equal neighbours the leftmost wins). Bins arrive in order;
     a bin is decided once d bins past it have arrived (or at the contig's end)."""
 
-    def __init__(self, threshold: float, distance_bins: int):
+    def __init__(self, threshold: float, distance_bins: int, first_bin: int = 0):
         self.threshold, self.d = threshold, max(0, distance_bins)
-        self.reset()
+        self.reset(first_bin)
 
-    def reset(self) -> None:
+    def reset(self, first_bin: int = 0) -> None:
+        """Start a new stretch of bins at ``first_bin``."""
         self.buf = np.zeros(0, dtype=np.float64)  # bins [offset, offset + len(buf))
-        self.offset = 0
-        self.decided = 0  # bins before this are decided
+        self.offset = first_bin
+        self.decided = first_bin  # bins before this are decided
 
     def feed(self, first_bin: int, probs: np.ndarray, *, final: bool = False) -> list[tuple[int, float]]:
         if first_bin != self.offset + len(self.buf):
@@ -280,14 +392,18 @@ class TrackTask(Task):
         rate = self.train.positive_rate(self.train_regions)
         self.pos_weight = cfg.pos_weight if cfg.pos_weight is not None else auto_pos_weight(rate)
         self._loss_weight = torch.tensor([self.pos_weight, self.pos_weight])
-        val_bp = sum(b - a for _, a, b in self.val_set.regions)
-        log.info("track: %d training region(s), validation %d region(s) (%s bp), positive rate %.5f, "
-                 "pos_weight %.1f", len(self.train_regions), len(self.val_set.regions), f"{val_bp:,}", rate,
-                 self.pos_weight)
+        val = self.val_set.data
+        val_bp = {g: 0 for g in val.genome_names}
+        for contig, a, b in self.val_set.regions:
+            val_bp[val.genome_of(contig)] += b - a
+        log.info("track: %d genome(s) (%s), %d training region(s), positive rate %.5f, pos_weight %.1f; validation: "
+                 "%s", len(self.train.genomes), ", ".join(self.train.genome_names), len(self.train_regions), rate,
+                 self.pos_weight, ", ".join(f"{g} {n:,} bp" for g, n in val_bp.items()))
 
-    def epoch_batches(self, rng: np.random.Generator) -> list[list[Window]]:
-        windows = self.train.random_windows(self.train_regions, rng, self.cfg.windows_per_epoch)
+    def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[Window]]:
         bs = self.cfg.batch_size
+        count = n_batches * bs if n_batches else self.cfg.windows_per_epoch
+        windows = self.train.random_windows(self.train_regions, rng, count)
         return [windows[i:i + bs] for i in range(0, len(windows), bs)]
 
     def collate(self, items: list[Window], rng: np.random.Generator | None) -> Batch:
@@ -314,41 +430,62 @@ class TrackTask(Task):
             raise InputError(None, "nothing to evaluate: no held-out bins")
         return GenomeRegions(data, regions)
 
-    def targets_and_probs(self, predictor, eval_set: GenomeRegions, *, rc_average: bool = False,
-                          progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Targets and probabilities (n_bins, 2) of every bin of the regions, in order."""
-        data, ys, ps = eval_set.data, [], []
-        for contig, first, probs in predictor.region_probs(data, eval_set.regions, rc_average=rc_average,
-                                                           progress=progress):
-            ys.append(data.targets(Window(contig, first * data.stride, len(probs))))
-            ps.append(probs)
-        return np.concatenate(ys), np.concatenate(ps)
-
-    def metrics(self, y: np.ndarray, p: np.ndarray, threshold: float = 0.5) -> dict:
-        metrics = track_metrics(y, p, threshold)
-        metrics["score"] = metrics["pooled"].get("auprc", 0.0)
-        return metrics
+    def evaluate(self, predictor, eval_set: GenomeRegions, *, rc_average: bool = False, threshold: float = 0.5,
+                 min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, dict]:
+        """Metrics per genome and over all genomes (bins of ``eval_bin_bp``; calls at ``threshold``); "score" is
+        the mean over genomes of their pooled AUPRC. The second value maps genome -> GenomeScores."""
+        scores = score_regions(predictor, eval_set.data, eval_set.regions, bin_bp=self.cfg.eval_bin_bp,
+                               threshold=threshold, min_distance_bp=min_distance_bp, rc_average=rc_average,
+                               progress=progress)
+        genomes = {}
+        for name, g in scores.items():
+            genomes[name] = {**track_metrics(g.y, g.p, threshold), "calls": call_metrics(g.calls, g.tss, g.bp,
+                                                                                         threshold), "bp": g.bp}
+        y = np.concatenate([g.y for g in scores.values()])
+        p = np.concatenate([g.p for g in scores.values()])
+        calls = {(name, *k): v for name, g in scores.items() for k, v in g.calls.items()}
+        tss = {(name, *k): v for name, g in scores.items() for k, v in g.tss.items()}
+        metrics = {**track_metrics(y, p, threshold), "calls": call_metrics(calls, tss, sum(g.bp for g in
+                   scores.values()), threshold), "bin_bp": self.cfg.eval_bin_bp, "genomes": genomes}
+        metrics["score"] = float(np.mean([m["pooled"].get("auprc", 0.0) for m in genomes.values()]))
+        return metrics, scores
 
     # -- reports -----------------------------------------------------------------------------------------------
-    def curves(self, y: np.ndarray, p: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        return {"+ strand": (y[:, 0], p[:, 0]), "- strand": (y[:, 1], p[:, 1])}
+    def curves(self, scores: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """One curve per genome, both strands pooled."""
+        return {name: (g.y.reshape(-1), g.p.reshape(-1)) for name, g in scores.items()}
 
     def report_lines(self, metrics: dict) -> list[str]:
-        lines = ["| strand | bins | positives | positive rate | AUROC | AUPRC | MCC | F1 |",
-                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for strand in ("plus", "minus", "pooled"):
-            m = metrics[strand]
-            lines.append(f"| {strand} | {m['n']:,} | {m['positives']:,} | {m['positive_rate']:.4f} | "
-                         f"{m.get('auroc', float('nan')):.4f} | {m.get('auprc', float('nan')):.4f} | "
-                         f"{m['mcc']:.4f} | {m['f1']:.4f} |")
+        def cell(v, fmt=".4f"):
+            return "n/a" if v is None else format(v, fmt)
+
+        lines = [f"Bins of {metrics['bin_bp']} bp per strand (a bin is positive when a TSS of its strand is in it; "
+                 f"its score is the highest probability inside); calls at threshold {metrics['calls']['threshold']}, "
+                 f"matched to TSSs of their strand within 20 and 100 bp.", "",
+                 "| genome | strand | bins | positive rate | AUROC | AUPRC | AUPRC / rate | MCC | F1 | calls / Mbp | "
+                 "precision 20 / 100 bp | recall 20 / 100 bp |",
+                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        rows = [(name, m) for name, m in metrics["genomes"].items()] + [("all", metrics)]
+        for name, m in rows:
+            for strand in ("plus", "minus", "pooled"):
+                b, c = m[strand], m["calls"]
+                ratio = b["auprc"] / b["positive_rate"] if "auprc" in b and b["positive_rate"] else None
+                call_cells = ("", "", "") if strand != "pooled" else (
+                    cell(c["calls_per_mbp"], ".1f"), f"{cell(c['precision_20bp'], '.3f')} / "
+                    f"{cell(c['precision_100bp'], '.3f')}", f"{cell(c['recall_20bp'], '.3f')} / "
+                    f"{cell(c['recall_100bp'], '.3f')}")
+                lines.append(f"| {name} | {strand} | {b['n']:,} | {b['positive_rate']:.4f} | {cell(b.get('auroc'))} | "
+                             f"{cell(b.get('auprc'))} | {cell(ratio, '.1f')} | {b['mcc']:.4f} | {b['f1']:.4f} | "
+                             + " | ".join(call_cells) + " |")
         return lines
 
     def summary(self, metrics: dict) -> str:
-        return ", ".join(f"{s} AUPRC {metrics[s].get('auprc', float('nan')):.4f} (positive rate "
-                         f"{metrics[s]['positive_rate']:.4f})" for s in ("plus", "minus", "pooled"))
+        parts = [f"{name} AUPRC {m['pooled'].get('auprc', float('nan')):.4f} (positive rate "
+                 f"{m['pooled']['positive_rate']:.4f})" for name, m in metrics["genomes"].items()]
+        return ", ".join(parts) + f"; mean AUPRC {metrics['score']:.4f}"
 
     def describe(self, inputs: DataSpec, held_out: bool = False) -> str:
-        return (f"genolin track evaluation: {', '.join(inputs.fasta)} against {inputs.tss}"
+        return (f"genolin track evaluation: {', '.join(inputs.fasta)} against {', '.join(inputs.tss)}"
                 + (" (held-out contig ends)" if held_out else ""))
 
     # -- outputs -----------------------------------------------------------------------------------------------
@@ -359,7 +496,7 @@ class TrackTask(Task):
 
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
-        data = TrackData.load(inputs.fasta, None, self.cfg)
+        data = TrackData.load(inputs.fasta, [], self.cfg)
         stride, prefix = self.cfg.stride, str(out)
         name = Path(prefix).name
         distance_bins = options.min_distance_bp // stride
