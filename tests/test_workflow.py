@@ -37,7 +37,7 @@ def test_demo_dry_run(tmp_path):
     assert "tokenize" not in text  # no token cache that nothing reads
 
 
-@pytest.mark.parametrize("config", ["gue_prom_core_all.yaml", "ecoli_tss_track.yaml"])
+@pytest.mark.parametrize("config", ["gue_prom_core_all.yaml", "ecoli_tss_track.yaml", "tracks_bacteria.yaml"])
 def test_real_data_configs_dry_run_with_slurm_profile(config, tmp_path):
     if not SHARED.exists():
         pytest.skip("needs ../shared/data (the real data the example configs name)")
@@ -47,6 +47,12 @@ def test_real_data_configs_dry_run_with_slurm_profile(config, tmp_path):
     if config == "ecoli_tss_track.yaml":
         assert "torchrun --standalone --nproc-per-node 2 -m genolin train" in text
         assert "gpu=2" in text and "gpu_model=h100" in text
+    if config == "tracks_bacteria.yaml":  # three training genomes, each with its BED; held out on each
+        bacteria = "../shared/data/bacteria"
+        assert (f"--fasta ../shared/data/ecoli_k12/NC_000913.3.fa.bgz --tss ../shared/data/ecoli_k12/regulondb_10.9_tss"
+                f".bed --fasta {bacteria}/BACILLUS/BACILLUS.fasta.gz --tss {bacteria}/BACILLUS/BACILLUS.bed --fasta "
+                f"{bacteria}/CJEJUNI_2/CJEJUNI_2.fasta.gz --tss {bacteria}/CJEJUNI_2/CJEJUNI_2.bed") in text
+        assert text.count("--held-out") == 3 and text.count("genolin predict") == 6
 
 
 def test_schema_violation_stops_with_its_message(tmp_path):
@@ -73,7 +79,8 @@ def test_demo_end_to_end(tmp_path):
     seq = json.loads((results / "eval" / "gue_tata" / "test" / "metrics.json").read_text())
     assert seq["n"] == 613 and seq["auroc"] > 0.6  # a trained classifier, better than chance
     track = json.loads((results / "eval" / "ecoli_gene_starts" / "ecoli_k12" / "metrics.json").read_text())
-    assert track["pooled"]["n"] == 2 * ((4_641_652 - 4_177_484) // 4)  # the held-out tenth, both strands
+    assert track["pooled"]["n"] == 2 * (-(-4_641_652 // 50) - 4_177_484 // 50)  # the held-out tenth, 50-bp bins
+    assert track["calls"]["threshold"] == 0.5 and track["bin_bp"] == 50
     assert (results / "models" / "gue_tata" / "best.safetensors").exists()
     summary = (results / "report" / "summary.md").read_text()
     assert "| gue_tata | test | sequences | 613 |" in summary and "ecoli_gene_starts" in summary

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 
@@ -55,9 +57,11 @@ def binary_metrics(y: np.ndarray, p: np.ndarray, threshold: float = 0.5) -> dict
     y = np.asarray(y).astype(np.int8)
     p = np.asarray(p, dtype=np.float64)
     pred = (p >= threshold).astype(np.int8)
+    with warnings.catch_warnings():  # one class in y and pred (no call at all): MCC is 0, as sklearn returns
+        warnings.simplefilter("ignore", UserWarning)
+        mcc = float(matthews_corrcoef(y, pred))
     out = {"n": int(len(y)), "positives": int(y.sum()), "positive_rate": float(y.mean()) if len(y) else 0.0,
-           "threshold": threshold, "mcc": float(matthews_corrcoef(y, pred)),
-           "f1": float(f1_score(y, pred, zero_division=0))}
+           "threshold": threshold, "mcc": mcc, "f1": float(f1_score(y, pred, zero_division=0))}
     if 0 < y.sum() < len(y):
         out["auroc"] = float(roc_auc_score(y, p))
         out["auprc"] = float(average_precision_score(y, p))

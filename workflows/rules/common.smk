@@ -11,13 +11,29 @@ GENOMES = config["genomes"]
 ENV = "../envs/genolin.yaml"
 
 
+def training_genomes(d):
+    """The genome names a track dataset trains on (genome: one, or genomes: several)."""
+    return list(d["genomes"]) if "genomes" in d else [d["genome"]]
+
+
+def tss_of(d, genome):
+    """The TSS BED of one training genome: from the tss: mapping, else the one BED given for all."""
+    return d["tss"][genome] if isinstance(d["tss"], dict) else d["tss"]
+
+
 def _check_config():
     """What the schema cannot say: names that must refer to each other."""
     for ds, d in DATASETS.items():
         if d["task"] == "track":
-            for genome in [d["genome"], *d["evaluate"]]:
+            for genome in [*training_genomes(d), *d["evaluate"]]:
                 if genome not in GENOMES:
                     raise WorkflowError(f"dataset {ds}: genome {genome!r} is not listed under genomes:")
+            if isinstance(d["tss"], dict) and set(d["tss"]) != set(training_genomes(d)):
+                raise WorkflowError(f"dataset {ds}: tss: names {sorted(d['tss'])}, the training genomes are "
+                                    f"{training_genomes(d)}")
+            if not isinstance(d["tss"], dict) and len(training_genomes(d)) > 1 and not d["evaluate"]:
+                raise WorkflowError(f"dataset {ds}: one tss: BED for several genomes; list the genomes to evaluate "
+                                    f"under evaluate: with a BED each")
     for genome, models in config["predict"].items():
         if genome not in GENOMES:
             raise WorkflowError(f"predict: genome {genome!r} is not listed under genomes:")
@@ -40,7 +56,7 @@ def track_datasets():
 def evaluation_targets(ds):
     """Where a dataset's model is evaluated: 'test' for sequences, genome names for tracks."""
     d = DATASETS[ds]
-    return ["test"] if d["task"] == "sequence" else list(d["evaluate"]) or [d["genome"]]
+    return ["test"] if d["task"] == "sequence" else list(d["evaluate"]) or training_genomes(d)
 
 
 def all_targets():
@@ -87,13 +103,21 @@ def train_inputs(wildcards):
     if d["task"] == "sequence":
         folder = f"{RESULTS}/datasets/{wildcards.ds}"
         return {"train": f"{folder}/train.tsv", "dev": f"{folder}/dev.tsv"}
-    return {"fasta": GENOMES[d["genome"]], "sizes": f"{RESULTS}/genomes/{d['genome']}.sizes", "tss": d["tss"]}
+    genomes = training_genomes(d)
+    beds = [tss_of(d, g) for g in genomes] if isinstance(d["tss"], dict) else [d["tss"]]
+    return {"fasta": [GENOMES[g] for g in genomes], "sizes": [f"{RESULTS}/genomes/{g}.sizes" for g in genomes],
+            "tss": beds}
 
 
 def train_data_args(wildcards, input):
+    """Sequences: train and dev sets. Tracks: --fasta G --tss BED per genome, or every --fasta and one --tss."""
     if DATASETS[wildcards.ds]["task"] == "sequence":
         return f"--csv {shlex.quote(input.train)} --val-csv {shlex.quote(input.dev)}"
-    return f"--fasta {shlex.quote(input.fasta)} --tss {shlex.quote(input.tss)}"
+    fastas = [f"--fasta {shlex.quote(f)}" for f in input.fasta]
+    beds = [f"--tss {shlex.quote(t)}" for t in input.tss]
+    if len(beds) == len(fastas):
+        return " ".join(f"{f} {t}" for f, t in zip(fastas, beds))
+    return " ".join(fastas + beds)
 
 
 def train_settings(wildcards):
@@ -123,7 +147,7 @@ def evaluate_inputs(wildcards):
         inputs["test"] = f"{RESULTS}/datasets/{wildcards.ds}/test.tsv"
     else:
         inputs["fasta"] = GENOMES[wildcards.target]
-        inputs["tss"] = d["tss"] if wildcards.target == d["genome"] else d["evaluate"][wildcards.target]
+        inputs["tss"] = d["evaluate"].get(wildcards.target) or tss_of(d, wildcards.target)
     return inputs
 
 
@@ -131,7 +155,7 @@ def evaluate_args(wildcards, input):
     d = DATASETS[wildcards.ds]
     if d["task"] == "sequence":
         return f"--csv {shlex.quote(input.test)}"
-    scope = "--held-out" if wildcards.target == d["genome"] else "--whole-genome"
+    scope = "--held-out" if wildcards.target in training_genomes(d) else "--whole-genome"
     return f"--fasta {shlex.quote(input.fasta)} --tss {shlex.quote(input.tss)} --rc-average {scope}"
 
 

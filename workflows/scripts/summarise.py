@@ -6,15 +6,20 @@ from pathlib import Path
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)  # noqa: F821 - snakemake injects it
 
-COLUMNS = ["model", "data", "scope", "n", "positive_rate", "accuracy", "auroc", "auprc", "mcc", "f1"]
+COLUMNS = ["model", "data", "scope", "n", "positive_rate", "accuracy", "auroc", "auprc", "mcc", "f1", "calls_per_mbp",
+           "precision_20bp", "recall_20bp", "precision_100bp", "recall_100bp"]
 
 
 def rows(path: Path):
     metrics = json.loads(path.read_text())
     model, data = path.parts[-3], path.parts[-2]
-    if "pooled" in metrics:  # a track model: one row a strand and one pooled
-        for scope in ("plus", "minus", "pooled"):
-            yield {"model": model, "data": data, "scope": scope, **metrics[scope]}
+    if "pooled" in metrics:  # a track model: per genome a row a strand and one pooled (with the calls)
+        genomes = metrics.get("genomes") or {data: metrics}
+        for genome, m in genomes.items():
+            label = data if len(genomes) == 1 else f"{data}:{genome}"
+            for scope in ("plus", "minus", "pooled"):
+                calls = m.get("calls", {}) if scope == "pooled" else {}
+                yield {"model": model, "data": label, "scope": scope, **m[scope], **calls}
     else:
         yield {"model": model, "data": data, "scope": "sequences", **metrics}
 

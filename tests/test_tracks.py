@@ -1,0 +1,169 @@
+"""Track scoring and budgets: 50-bp evaluation bins and promoter-call matching against brute-force references,
+several genomes in one run (paired and shared BEDs, validation per genome), and schedules in optimizer steps."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, ECOLI_BGZ
+
+from genolin.checkpoint import load_tensors
+from genolin.cli import cli
+from genolin.config import make_config
+from genolin.io.bed import Interval
+from genolin.io.fasta import Genome, read_fasta
+from genolin.tasks.track import TrackData, call_metrics, score_regions
+from genolin.train import lr_at
+
+GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["-q", *map(str, args)])
+
+
+class RandomPredictor:
+    """Stands in for genolin.inference.Predictor: pieces of random probabilities in uneven sizes."""
+
+    def __init__(self, data: TrackData, seed: int):
+        rng = np.random.default_rng(seed)
+        self.probs = {c: rng.random((-(-n // data.stride), 2)).astype(np.float32) for c, n in data.lengths.items()}
+        self.rng = rng
+
+    def region_probs(self, data, regions, *, rc_average=False, progress=None):
+        for contig, a, b in regions:
+            first, end = a // data.stride, -(-b // data.stride)
+            while first < end:
+                n = min(int(self.rng.integers(1, 300)), end - first)
+                yield contig, first, self.probs[contig][first:first + n]
+                first += n
+
+
+@pytest.mark.parametrize(("stride", "bin_bp"), [(4, 50), (2, 50), (3, 10), (1, 7)])
+def test_evaluation_bins_and_calls_equal_brute_force(stride, bin_bp):
+    genome = Genome(ECOLI_BGZ)
+    rng = np.random.default_rng(stride)
+    tss = [Interval("NC_000913.3", int(p), int(p) + 1, "t", None, "+-"[int(s)])
+           for p, s in zip(rng.integers(0, 9_000, 60), rng.integers(0, 2, 60), strict=True)]
+    data = TrackData(genome, tss, window_bp=400 * stride, k=3, stride=stride)
+    data.lengths = {"NC_000913.3": 9_001}  # score a short stretch of the genome
+    pred = RandomPredictor(data, seed=stride)
+    regions = [("NC_000913.3", 3 * stride * 7, 9_001)]  # starts on a bin edge of the model, not of the evaluation
+    scores = score_regions(pred, data, regions, bin_bp=bin_bp, threshold=0.9, min_distance_bp=5 * stride)
+    (g,) = scores.values()
+    a, b = regions[0][1:]
+    probs = pred.probs["NC_000913.3"]
+    for strand in range(2):
+        per_base = np.repeat(probs[:, strand], stride)[:9_001]  # each base carries its model bin's probability
+        want_p = [per_base[max(e * bin_bp, a):min((e + 1) * bin_bp, b)].max() for e in range(a // bin_bp,
+                                                                                             -(-b // bin_bp))]
+        assert np.array_equal(g.p[:, strand], np.array(want_p, dtype=np.float32))
+        positions = data.tss["NC_000913.3"][strand]
+        want_y = [int(((positions >= max(e * bin_bp, a)) & (positions < min((e + 1) * bin_bp, b))).any())
+                  for e in range(a // bin_bp, -(-b // bin_bp))]
+        assert g.y[:, strand].tolist() == want_y
+        # calls: local maxima of the model bins of the region (the definition in PeakCaller's docstring)
+        p, d = probs[a // stride:, strand].astype(np.float64), 5
+        want_calls = [(a // stride + i) * stride + stride // 2 for i, v in enumerate(p) if v >= 0.9
+                      and v > p[max(0, i - d):i].max(initial=-1) and v >= p[i + 1:i + d + 1].max(initial=-1)]
+        assert g.calls[("NC_000913.3", strand)].tolist() == want_calls
+    assert g.bp == b - a
+
+
+def test_call_metrics_against_definition():
+    calls = {("c", 0): np.array([100, 500, 1000]), ("c", 1): np.array([300])}
+    tss = {("c", 0): np.array([110, 480, 2000]), ("c", 1): np.array([320, 900])}
+    m = call_metrics(calls, tss, 2_000_000, 0.3)
+    assert m["calls"] == 4 and m["tss"] == 5 and m["calls_per_mbp"] == 2.0
+    assert m["precision_20bp"] == 3 / 4  # 100 (110), 500 (480), 300 (320); not 1000
+    assert m["recall_20bp"] == 3 / 5  # 110, 480, 320; not 2000, 900
+    assert m["precision_100bp"] == 3 / 4 and m["recall_100bp"] == 3 / 5
+    assert call_metrics({}, tss, 10, 0.5)["precision_20bp"] is None  # no calls: precision undefined
+
+
+@pytest.fixture(scope="module")
+def two_genomes(tmp_path_factory):
+    """Two 'genomes' cut from E. coli (contigs gA1, gA2 and gB1), their own BEDs and one merged BED."""
+    d = tmp_path_factory.mktemp("two")
+    (rec,) = read_fasta(ECOLI_BGZ)
+    starts = [(int(f[1]), f[5]) for f in (line.split("\t") for line in GENE_STARTS.read_text().splitlines())]
+    parts = {"A": [("gA1", 0, 30_000), ("gA2", 30_000, 45_000)], "B": [("gB1", 100_000, 140_000)]}
+    for name, contigs in parts.items():
+        with open(d / f"{name}.fa", "w") as fa, open(d / f"{name}.bed", "w") as bed:
+            for contig, lo, hi in contigs:
+                fa.write(f">{contig}\n{rec.seq[lo:hi].decode()}\n")
+                bed.writelines(f"{contig}\t{p - lo}\t{p - lo + 1}\tg\t0\t{s}\n" for p, s in starts if lo <= p < hi)
+    (d / "all.bed").write_text((d / "A.bed").read_text() + (d / "B.bed").read_text())
+    return d
+
+
+def test_several_genomes_validate_per_genome(tmp_path, two_genomes):
+    d = two_genomes
+    common = ["--set", "window_bp=2048", "--set", "batch_size=4", "--set", "d_model=32", "--set", "steps=6",
+              "--set", "val_every_steps=3", "--set", "warmup_steps=2"]
+    out = tmp_path / "paired"
+    r = run("train", "--fasta", d / "A.fa", "--tss", d / "A.bed", "--fasta", d / "B.fa", "--tss", d / "B.bed",
+            "--out", out, *common)
+    assert r.exit_code == 0, r.output
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [rec["step"] for rec in records] == [3, 6]  # validation every 3 steps, the schedule ends at 6
+    val = records[-1]["val"]
+    assert list(val["genomes"]) == ["A", "B"]
+    # held out: the last tenth of each contig, per genome, in 50-bp bins
+    assert val["genomes"]["A"]["plus"]["n"] == 3_000 // 50 + 1_500 // 50
+    assert val["genomes"]["B"]["plus"]["n"] == 4_000 // 50 and val["plus"]["n"] == 60 + 30 + 80
+    mean = np.mean([val["genomes"][g]["pooled"]["auprc"] for g in ("A", "B")])
+    assert val["score"] == pytest.approx(mean)
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["step"] == 6 and state["epoch"] == 2
+    # one merged BED for both genomes trains on the same targets: the same weights
+    out2 = tmp_path / "merged"
+    r = run("train", "--fasta", d / "A.fa", "--fasta", d / "B.fa", "--tss", d / "all.bed", "--out", out2, *common)
+    assert r.exit_code == 0, r.output
+    wa, wb = load_tensors(out / "model.safetensors")[0], load_tensors(out2 / "model.safetensors")[0]
+    assert wa.keys() == wb.keys() and all(np.array_equal(wa[k].numpy(), wb[k].numpy()) for k in wa)
+    # evaluate on both genomes: per genome and over all, as the best validation scored them
+    r = run("evaluate", "--model", out, "--fasta", d / "A.fa", "--tss", d / "A.bed", "--fasta", d / "B.fa", "--tss",
+            d / "B.bed", "--held-out", "--out", tmp_path / "ev")
+    assert r.exit_code == 0, r.output
+    ev = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    best = max(records, key=lambda rec: rec["val"]["score"])
+    assert ev["score"] == pytest.approx(best["val"]["score"], abs=1e-4)
+    assert ev["genomes"]["B"]["pooled"]["auprc"] == pytest.approx(best["val"]["genomes"]["B"]["pooled"]["auprc"],
+                                                                  abs=1e-4)
+    report = (tmp_path / "ev" / "report.md").read_text()
+    assert "| A | pooled |" in report and "| B | pooled |" in report and "| all | pooled |" in report
+    # mismatched pairing is one clear line
+    r = run("train", "--fasta", d / "A.fa", "--fasta", d / "B.fa", "--tss", d / "A.bed", "--tss", d / "B.bed",
+            "--tss", d / "all.bed", "--out", tmp_path / "bad", *common)
+    assert r.exit_code == 1 and "give --tss once for all genomes or once per --fasta" in r.output
+    r = run("train", "--fasta", d / "A.fa", "--tss", d / "B.bed", "--fasta", d / "B.fa", "--tss", d / "A.bed",
+            "--out", tmp_path / "swapped", *common)
+    assert r.exit_code == 1 and "B.bed" in r.output and "gB1" in r.output
+
+
+def test_time_budget_ends_the_schedule():
+    cfg = make_config("track", "tiny", {"steps": 1000, "warmup_steps": 10, "lr": 1e-3, "min_lr_ratio": 0.1})
+    assert lr_at(5, 1000, cfg) == pytest.approx(6e-4)  # warm-up
+    assert lr_at(10, 1000, cfg) == pytest.approx(1e-3)
+    assert lr_at(505, 1000, cfg) == pytest.approx(1e-4 + 0.9e-3 * 0.5)  # halfway by steps
+    assert lr_at(10, 1000, cfg, min_progress=0.5) == pytest.approx(lr_at(505, 1000, cfg))  # halfway by the clock
+    assert lr_at(600, 1000, cfg, min_progress=0.5) == lr_at(600, 1000, cfg)  # the later of the two
+    assert lr_at(20, 1000, cfg, min_progress=1.7) == pytest.approx(1e-4)  # time is up: the floor
+
+
+def test_stop_rule_validates_and_resume_continues(tmp_path, two_genomes):
+    d = two_genomes
+    common = ["--fasta", d / "A.fa", "--tss", d / "A.bed", "--set", "window_bp=2048", "--set", "batch_size=4",
+              "--set", "d_model=32", "--set", "steps=8", "--set", "val_every_steps=4", "--set", "warmup_steps=2"]
+    assert run("train", *common, "--out", tmp_path / "a").exit_code == 0
+    r = run("train", *common, "--out", tmp_path / "b", "--max-steps", 2)
+    assert r.exit_code == 0, r.output
+    records = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 1 and records[0]["stopped"] == "max_steps 2" and records[0]["val"]["score"] >= 0
+    assert (tmp_path / "b" / "best.safetensors").exists()  # evaluate/predict have validated weights
+    state = json.loads((tmp_path / "b" / "trainer_state.json").read_text())
+    assert (state["epoch"], state["batch"], state["step"]) == (0, 2, 2)
