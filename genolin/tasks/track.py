@@ -30,6 +30,7 @@ probability is >= threshold and the highest within +- min_distance bp on its str
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -61,7 +62,11 @@ class Window:
 
 
 class TrackData:
-    """Windows of a genome with per-bin, per-strand TSS targets."""
+    """Windows of one or more genomes with per-bin, per-strand TSS targets.
+
+    Contigs are keyed by name; when two genomes share a contig name (chr1, X, ...), every contig is keyed
+    ``<genome name>:<contig>`` instead (``tss`` intervals then name contigs by those keys).
+    """
 
     def __init__(self, genomes: Genome | list[Genome], tss: list[Interval], *, window_bp: int, k: int, stride: int,
                  tolerance_bins: int = 0, tss_source: str = "TSS BED"):
@@ -69,19 +74,21 @@ class TrackData:
             raise ValueError(f"window_bp ({window_bp}) must be a multiple of stride ({stride})")
         self.genomes = [genomes] if isinstance(genomes, Genome) else list(genomes)
         self.window_bp, self.k, self.stride, self.tolerance_bins = window_bp, k, stride, tolerance_bins
+        names = [c for g in self.genomes for c in g.lengths]
+        self.qualified = len(set(names)) < len(names)
         self.lengths: dict[str, int] = {}
         self._genome_of: dict[str, Genome] = {}
-        for genome in self.genomes:
+        self._contig: dict[str, str] = {}  # key -> the contig's name in its FASTA
+        for genome, gname in zip(self.genomes, self.genome_names, strict=True):
             for contig, length in genome.lengths.items():
-                if contig in self.lengths:
-                    raise InputError(genome.path, f"contig {contig!r} is also in {self._genome_of[contig].path}")
-                self.lengths[contig], self._genome_of[contig] = length, genome
-        names = ", ".join(str(g.path) for g in self.genomes)
+                key = f"{gname}:{contig}" if self.qualified else contig
+                self.lengths[key], self._genome_of[key], self._contig[key] = length, genome, contig
+        where = ", ".join(str(g.path) for g in self.genomes)
         plus: dict[str, list[int]] = {c: [] for c in self.lengths}
         minus: dict[str, list[int]] = {c: [] for c in self.lengths}
         for iv in tss:
             if iv.chrom not in self.lengths:
-                raise InputError(tss_source, f"contig {iv.chrom!r} is not in {names}")
+                raise InputError(tss_source, f"contig {iv.chrom!r} is not in {where}")
             if iv.strand == "+":
                 plus[iv.chrom].append(iv.start)
             elif iv.strand == "-":
@@ -99,28 +106,34 @@ class TrackData:
         from genolin.io.bed import read_bed
 
         genomes = [Genome(p) for p in fastas]
-        lengths = {c: n for g in genomes for c, n in g.lengths.items()}
-        if len(tss_paths) == len(genomes) > 1:
-            tss = [iv for g, path in zip(genomes, tss_paths, strict=True) for iv in read_bed(path, g.lengths)]
-        elif len(tss_paths) <= 1:
-            tss = read_bed(tss_paths[0], lengths) if tss_paths else []
-        else:
+        if len(tss_paths) > 1 and len(tss_paths) != len(genomes):
             raise InputError(None, f"give --tss once for all genomes or once per --fasta, in the same order "
                                    f"({len(fastas)} FASTA, {len(tss_paths)} BED)")
-        return cls(genomes, tss, window_bp=cfg.window_bp, k=cfg.k, stride=cfg.stride, tolerance_bins=cfg.tolerance_bins,
-                   tss_source=tss_paths[0] if len(tss_paths) == 1 else "TSS BED")
+        names = [c for g in genomes for c in g.lengths]
+        shared = sorted({c for c in names if names.count(c) > 1})
+        if shared and len(tss_paths) == 1:
+            raise InputError(tss_paths[0], f"contig {shared[0]!r} is in several genomes, so one BED cannot name it: "
+                                           f"give one --tss per --fasta")
+        tss: list[Interval] = []
+        if len(tss_paths) == len(genomes) > 1:
+            for g, gname, path in zip(genomes, unique_genome_names(genomes), tss_paths, strict=True):
+                prefix = f"{gname}:" if shared else ""
+                tss += [dataclasses.replace(iv, chrom=prefix + iv.chrom) for iv in read_bed(path, g.lengths)]
+        elif tss_paths:
+            tss = read_bed(tss_paths[0], {c: n for g in genomes for c, n in g.lengths.items()})
+        return cls(genomes, tss, window_bp=cfg.window_bp, k=cfg.k, stride=cfg.stride,
+                   tolerance_bins=cfg.tolerance_bins, tss_source=tss_paths[0] if len(tss_paths) == 1 else "TSS BED")
 
     @property
     def genome_names(self) -> list[str]:
-        """A short name per genome: its file name without FASTA and compression suffixes (made unique)."""
-        names: list[str] = []
-        for g in self.genomes:
-            name = genome_name(g.path)
-            names.append(name if name not in names else f"{name}_{len(names) + 1}")
-        return names
+        return unique_genome_names(self.genomes)
 
-    def genome_of(self, contig: str) -> str:
-        return self.genome_names[self.genomes.index(self._genome_of[contig])]
+    def genome_of(self, key: str) -> str:
+        return self.genome_names[self.genomes.index(self._genome_of[key])]
+
+    def contig_name(self, key: str) -> str:
+        """The contig's name in its FASTA (the key without its genome prefix)."""
+        return self._contig[key]
 
     # -- regions and windows ---------------------------------------------------------------------------------
     def whole(self) -> list[Region]:
@@ -164,7 +177,7 @@ class TrackData:
         """The window's bases with k - 1 bases of context on each side, N beyond the contig."""
         length = self.lengths[w.contig]
         a, b = w.start - (self.k - 1), w.start + w.bins * self.stride + self.k - 1
-        core = self._genome_of[w.contig].fetch(w.contig, max(a, 0), min(b, length))
+        core = self._genome_of[w.contig].fetch(self._contig[w.contig], max(a, 0), min(b, length))
         return b"N" * max(0, -a) + core + b"N" * max(0, b - length)
 
     def tokens(self, w: Window, *, rc: bool = False, bases: bytes | None = None) -> np.ndarray:
@@ -222,6 +235,15 @@ def genome_name(path) -> str:
     for suffix in (".gz", ".bgz", ".bgzf", ".fa", ".fasta", ".fna", ".fas", ".faa"):
         name = name.removesuffix(suffix)
     return name or Path(path).name
+
+
+def unique_genome_names(genomes: list[Genome]) -> list[str]:
+    """A short name per genome (``genome_name`` of its file), the second of equal names suffixed _2, ..."""
+    names: list[str] = []
+    for g in genomes:
+        name = genome_name(g.path)
+        names.append(name if name not in names else f"{name}_{len(names) + 1}")
+    return names
 
 
 @dataclass
@@ -497,6 +519,9 @@ class TrackTask(Task):
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
         data = TrackData.load(inputs.fasta, [], self.cfg)
+        if data.qualified:
+            raise InputError(None, "these genomes share contig names, which one bedGraph cannot tell apart: predict "
+                                   "one genome at a time")
         stride, prefix = self.cfg.stride, str(out)
         name = Path(prefix).name
         distance_bins = options.min_distance_bp // stride
