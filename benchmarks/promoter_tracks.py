@@ -234,6 +234,18 @@ def main() -> None:
     if torch.cuda.is_available():
         meta["gpu"] = torch.cuda.get_device_name(0)
     rows, failed = [], []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write() -> str:  # after every cell, so a time limit keeps what finished
+        rows.sort(key=lambda r: (r["window_bp"], r["mixer"], r["held_out"]))
+        meta["cells_done"], meta["cells"] = len(rows), len(cells)
+        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
+                                            + "\n")
+        text = tables(rows, meta) if rows else "no run finished\n"
+        out.with_suffix(".md").write_text(text)
+        return text
+
     with cf.ThreadPoolExecutor(args.parallel) as pool:
         futures = {pool.submit(cell, args, data, *c): c for c in cells}
         for f in cf.as_completed(futures):
@@ -242,12 +254,7 @@ def main() -> None:
             except RuntimeError as exc:
                 failed.append({"cell": futures[f], "error": str(exc)})
                 print(exc, file=sys.stderr, flush=True)
-    rows.sort(key=lambda r: (r["window_bp"], r["mixer"], r["held_out"]))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    (out.with_suffix(".json")).write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2) + "\n")
-    text = tables(rows, meta) if rows else "no run finished\n"
-    out.with_suffix(".md").write_text(text)
+            text = write()
     if rows:
         plot(rows, out.with_suffix(".png"))
     print(text)
