@@ -50,7 +50,7 @@ def test_causal_on_cuda(fm):
 @pytest.mark.parametrize("mixer", ["linear", "favor", "hybrid"])
 def test_encoder_streaming_on_cuda(mixer):
     torch.manual_seed(0)
-    cfg = EncoderConfig(d_model=128, n_layers=2, n_heads=4, mixer=mixer, chunk_size=4096, track_channels=2)
+    cfg = EncoderConfig(d_model=128, n_layers=2, n_heads=4, mixer=mixer, chunk_tokens=4096, track_channels=2)
     model = Encoder(cfg).cuda().eval()
     ids = torch.randint(5, cfg.vocab_size, (2, 20_000), device="cuda")
     ids[1, 15_000:] = 0
