@@ -10,7 +10,9 @@ TrainConfig field shares its name. The names before the units were spelled out (
 (from ``seed``), ``model.pad_id``.
 
 Lengths say their unit: ``*_bp`` in bases, ``*_tokens`` in tokens, ``*_bins`` in track bins (one per token).
-Precedence: TrainConfig defaults < preset < YAML < ``--set`` < command-line options.
+Precedence: TrainConfig defaults < preset < YAML < ``--set`` < command-line options. Track presets plan in optimizer
+steps (``steps``, ``val_every_steps``); giving ``epochs`` or ``windows_per_epoch`` (and neither of those) plans in
+epochs instead.
 """
 
 from __future__ import annotations
@@ -92,26 +94,35 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
            "model.window": "model.local_window_tokens", "model.chunk_size": "model.chunk_tokens"}
 
 
+# Track presets: a schedule in optimizer steps that ends by the preset's time budget at the latest (max_minutes: the
+# cosine is stretched over the clock where steps would run past it). The recipe (hybrid mixer, 8 kb windows, lr 1e-3,
+# 100 warm-up steps) is the best of benchmarks/results/promoter_tracks_h200_2026-11-23 (leave one genome out).
 PRESETS: dict[str, dict[str, dict]] = {
-    # tiny: trains on 2 CPU cores in about five minutes and still learns
+    # tiny: trains on 2 CPU cores (sequences: minutes; tracks: 10 minutes at most)
     "tiny": {
         "common": dict(lr=2e-3, warmup_steps=50, patience=3,
                        model=dict(d_model=64, n_layers=2, n_heads=4, dropout=0.1, chunk_tokens=4096,
                                   favor_features=32)),
         "sequence": dict(k=4, stride=1, batch_size=64, epochs=15),
-        "track": dict(k=6, stride=4, window_bp=4096, batch_size=8, epochs=16, windows_per_epoch=1000),
+        "track": dict(k=6, stride=4, window_bp=8192, batch_size=4, steps=2000, val_every_steps=250,
+                      warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
+    # small: one GPU, 10 minutes for tracks
     "small": {
         "common": dict(lr=1e-3, warmup_steps=200, model=dict(d_model=128, n_layers=4, n_heads=4, favor_features=64)),
         "sequence": dict(k=6, stride=1, batch_size=64, epochs=15),
-        "track": dict(k=6, stride=2, window_bp=20_000, batch_size=8, epochs=15),
+        "track": dict(k=6, stride=2, window_bp=8192, batch_size=16, steps=12_000, val_every_steps=1000,
+                      warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
+    # base: one GPU, 15 minutes for tracks
     "base": {
         "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
         "sequence": dict(k=6, stride=1, batch_size=32, epochs=30),
-        "track": dict(k=6, stride=2, window_bp=100_000, batch_size=4, epochs=30),
+        "track": dict(k=6, stride=2, window_bp=8192, batch_size=16, steps=10_000, val_every_steps=1000, lr=1e-3,
+                      warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),
     },
 }
+EPOCH_MODE = ("epochs", "windows_per_epoch")  # a user's choice of these drops a preset's step budget
 
 
 def flatten(values: dict, source: str, prefix: str = "") -> dict:
@@ -150,8 +161,11 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | None = None,
     if preset not in PRESETS:
         raise InputError(None, f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
     values = {**flatten(PRESETS[preset]["common"], "preset"), **flatten(PRESETS[preset][task], "preset")}
-    for key, value in flatten(overrides or {}, source).items():
-        values[canonical_name(key, source)] = value
+    user = {canonical_name(key, source): value for key, value in flatten(overrides or {}, source).items()}
+    if any(k in user for k in EPOCH_MODE) and not any(k in user for k in ("steps", "val_every_steps")):
+        values.pop("steps", None)  # epochs asked for: the schedule is epochs of windows_per_epoch windows
+        values.pop("val_every_steps", None)
+    values.update(user)
     train = {k: v for k, v in values.items() if not k.startswith("model.")}
     model = {k.removeprefix("model."): v for k, v in values.items() if k.startswith("model.")}
     try:
