@@ -62,6 +62,7 @@ class TrainConfig:
     max_shift_bp: int = 3  # sequence task: up to this many leading bases dropped at random
     class_weighting: bool = True
     pos_weight: float | None = None  # track: None = balance the training positive rate
+    focal_gamma: float = 0.0  # track: focal loss exponent (0: plain positive-weighted cross-entropy)
     patience: int = 4  # epochs without improvement before stopping (0: never stop early)
     amp: bool = True  # bf16 autocast on CUDA
     seed: int = 0

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 from conftest import DATA, ECOLI_BGZ
 
@@ -167,3 +168,24 @@ def test_stop_rule_validates_and_resume_continues(tmp_path, two_genomes):
     assert (tmp_path / "b" / "best.safetensors").exists()  # evaluate/predict have validated weights
     state = json.loads((tmp_path / "b" / "trainer_state.json").read_text())
     assert (state["epoch"], state["batch"], state["step"]) == (0, 2, 2)
+
+
+def test_focal_loss_against_its_formula():
+    from types import SimpleNamespace
+
+    from genolin.tasks import Batch, TrackTask
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 11, 2, generator=g, dtype=torch.float64).float() * 3
+    targets = (torch.rand(3, 11, 2, generator=g) < 0.2).float()
+    mask = torch.ones(3, 11, dtype=torch.bool)
+    mask[2, 7:] = False
+    batch, out = Batch(mask.long(), mask, targets=targets), SimpleNamespace(track=logits)
+    for gamma in (0.0, 2.0):
+        task = TrackTask(make_config("track", "tiny", {"focal_gamma": gamma}), {"pos_weight": 7.0})
+        task._loss_weight = torch.tensor([7.0, 7.0])
+        x, y = logits[mask].double(), targets[mask].double()
+        p = torch.sigmoid(x)
+        want = -(7.0 * y * torch.log(p) + (1 - y) * torch.log(1 - p))
+        want = (want * (1 - torch.where(y > 0.5, p, 1 - p)) ** gamma).mean()
+        assert task.loss(out, batch).item() == pytest.approx(want.item(), rel=1e-5)

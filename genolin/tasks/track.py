@@ -432,9 +432,16 @@ class TrackTask(Task):
         return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob)
 
     def loss(self, out, batch: Batch) -> torch.Tensor:
-        logits = out.track.float()[batch.mask]
-        return F.binary_cross_entropy_with_logits(logits, batch.targets[batch.mask],
-                                                  pos_weight=self.weight_on(logits.device))
+        """Positive-weighted binary cross-entropy over the real bins; with ``focal_gamma`` g > 0 each term is
+        scaled by (1 - p_t)^g, p_t the probability given to the true class (focal loss)."""
+        logits, targets = out.track.float()[batch.mask], batch.targets[batch.mask]
+        weight = self.weight_on(logits.device)
+        if not self.cfg.focal_gamma:
+            return F.binary_cross_entropy_with_logits(logits, targets, pos_weight=weight)
+        terms = F.binary_cross_entropy_with_logits(logits, targets, pos_weight=weight, reduction="none")
+        p = torch.sigmoid(logits)
+        p_t = torch.where(targets > 0.5, p, 1 - p)
+        return ((1 - p_t) ** self.cfg.focal_gamma * terms).mean()
 
     # -- scoring -----------------------------------------------------------------------------------------------
     def probabilities(self, out) -> torch.Tensor:
