@@ -44,7 +44,7 @@ class RunConfig:
     task: str
     train: TrainConfig  # train.model: the encoder config as built (vocabulary, head, seed filled in)
     data: DataSpec
-    task_state: dict = field(default_factory=dict)  # "classes"; "pos_weight" of a track model
+    task_state: dict = field(default_factory=dict)  # "classes"; "pos_weight" (track), "max_train_bp" (sequence)
     created: str = ""
 
     def to_dict(self) -> dict:
@@ -55,7 +55,7 @@ class RunConfig:
                 "created": self.created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
 
 
-TASK_STATE_KEYS = ("classes", "pos_weight")
+TASK_STATE_KEYS = ("classes", "pos_weight", "max_train_bp")
 
 
 def read_run_config(run_dir: str | os.PathLike) -> RunConfig:

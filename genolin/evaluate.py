@@ -24,7 +24,7 @@ from genolin.config import DataSpec
 log = logging.getLogger(__name__)
 
 
-def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = False, threshold: float = 0.5,
+def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = False, threshold: float | None = None,
              min_distance_bp: int = 100, held_out: bool = False, progress: bool | None = None) -> tuple[dict, Path]:
     """Metrics of ``run`` (a genolin.inference.Run) on ``inputs``, and the report written to ``out_dir``."""
     task = run.task

@@ -113,6 +113,18 @@ class Run:
     model: Encoder
     predictor: Predictor
     weights: Path  # the weights file loaded
+    threshold: float | None = None  # the decision threshold chosen on validation (max F1) with these weights
+
+    def decision_threshold(self, given: float | None) -> float:
+        """``given`` (a --threshold), else the stored one, else 0.5; logged with where it came from."""
+        if given is not None:
+            value, source = given, "given"
+        elif self.threshold is not None:
+            value, source = self.threshold, "chosen on validation: max F1"
+        else:
+            value, source = 0.5, "default; this run stored none"
+        log.info("decision threshold %.4g (%s)", value, source)
+        return value
 
 
 def load_run(run_dir: str | os.PathLike, device: str = "auto", *, batch_size: int | None = None) -> Run:
@@ -122,12 +134,14 @@ def load_run(run_dir: str | os.PathLike, device: str = "auto", *, batch_size: in
     task = get_task(config.task, config.train, config.task_state)
     model = Encoder(config.train.model)
     weights = ckpt.weights_for_inference(run_dir)
-    ckpt.load_weights(weights, model)
+    meta = ckpt.load_weights(weights, model)
     model = model.to(dev).eval()
     predictor = Predictor(model, task, dev, batch_size=batch_size or config.train.batch_size,
                           max_tokens=config.train.max_tokens)
-    log.debug("loaded %s (%s task) on %s", weights, config.task, dev)
-    return Run(config, task, model, predictor, weights)
+    what = "the best validated weights" if weights.name == ckpt.BEST else "the last weights (never validated)"
+    log.info("model: %s, %s (step %s) on %s", weights, what, meta.get("step", "?"), dev)
+    threshold = float(meta["threshold"]) if "threshold" in meta else None
+    return Run(config, task, model, predictor, weights, threshold)
 
 
 __all__ = ["Predictor", "Run", "load_run"]

@@ -91,6 +91,7 @@ class Trainer:
         elif self.dist.main:
             self._start_run_dir()
         self.progress_at_start = self.state["progress"]  # the schedule's progress when this run started
+        self.step_at_start, self.by_clock = self.state["step"], False
 
     # -- the run directory ---------------------------------------------------------------------------------------
     def _start_run_dir(self) -> None:
@@ -106,15 +107,18 @@ class Trainer:
         self.state.update(state)
         log.info("resuming %s at epoch %d, step %d", self.out, self.state["epoch"] + 1, self.state["step"])
 
-    def checkpoint(self, *, best: bool = False) -> None:
-        """Weights (also as best), optimizer, then trainer_state.json last: a checkpoint is complete when the state
-        file names its step."""
+    def checkpoint(self, *, best: bool = False, metrics: dict | None = None) -> None:
+        """Weights (also as best, with the decision threshold chosen on ``metrics``, the validation that made them
+        best), optimizer, then trainer_state.json last: a checkpoint is complete when the state file names its
+        step."""
         if not self.dist.main:
             return
         meta = {"step": str(self.state["step"]), "epoch": str(self.state["epoch"])}
         ckpt.save_weights(self.out / ckpt.WEIGHTS, self.model, meta)
         if best:
-            ckpt.save_weights(self.out / ckpt.BEST, self.model, meta)
+            chosen = (metrics or {}).get("best_threshold")
+            extra = {"threshold": repr(chosen["value"]), "threshold_f1": repr(chosen["f1"])} if chosen else {}
+            ckpt.save_weights(self.out / ckpt.BEST, self.model, {**meta, **extra})
         rest = ckpt.save_optimizer(self.out / ckpt.OPTIMIZER, self.optimizer)
         ckpt.write_json(self.out / ckpt.STATE, {**self.state, "optimizer": rest})
 
@@ -145,13 +149,24 @@ class Trainer:
         epochs = -(-cfg.steps // per_epoch) if cfg.steps is not None else cfg.epochs
         return (min(total, cfg.max_steps) if cfg.max_steps is not None else total), epochs
 
-    def time_progress(self, t_start: float) -> float:
-        """The schedule's progress by the clock under --max-minutes: from where this run started to 1 at its
-        deadline (0 without a time budget)."""
-        if self.cfg.max_minutes is None:
+    def time_progress(self, total: int, t_start: float) -> float:
+        """The schedule's progress by the clock under a time budget (max_minutes), 0 while the steps are on pace
+        to finish in time (then the schedule is by steps alone, deterministic). Once, after 20 steps, the pace says
+        they would not, the clock takes over for the rest of the run: progress runs from where this run started to
+        1 at its deadline."""
+        cfg = self.cfg
+        if cfg.max_minutes is None:
             return 0.0
+        budget, elapsed = cfg.max_minutes * 60, time.monotonic() - t_start
+        if not self.by_clock:
+            done = self.state["step"] - self.step_at_start
+            if done < 20 or elapsed + elapsed / done * (total - self.state["step"]) <= budget:
+                return 0.0
+            self.by_clock = True
+            log.info("at this pace the %d steps would not end within %s min: the schedule follows the clock",
+                     total, cfg.max_minutes)
         p0 = self.progress_at_start
-        return p0 + (1 - p0) * (time.monotonic() - t_start) / (self.cfg.max_minutes * 60)
+        return p0 + (1 - p0) * elapsed / budget
 
     def micro_step(self, items, epoch: int, b: int, *, sync: bool) -> tuple[float, int]:
         """Forward, loss and backward of batch ``b``; DDP all-reduces only when ``sync`` (the last of a group)."""
@@ -206,7 +221,7 @@ class Trainer:
         improved = metrics is not None and (st["best"] is None or metrics["score"] > st["best"])
         if improved:
             st["best"], st["best_epoch"] = metrics["score"], st["epoch"] + 1
-        self.checkpoint(best=improved)
+        self.checkpoint(best=improved, metrics=metrics)
         self._log_metrics({"epoch": st["epoch"] + 1, "step": st["step"], "stopped": reason, "val": metrics})
         score = "" if metrics is None else f"; validation score {metrics['score']:.4f}"
         log.info("stopped by %s at step %d (epoch %d, batch %d)%s; continue with --resume", reason, st["step"],
@@ -226,7 +241,7 @@ class Trainer:
             st["done"] = True
             log.info("early stop: no improvement for %d epochs (best %.4f at epoch %d)", cfg.patience, st["best"],
                      st["best_epoch"])
-        self.checkpoint(best=improved or metrics is None)
+        self.checkpoint(best=improved or metrics is None, metrics=metrics)
         self._log_metrics(record)
         score = "" if metrics is None else f", validation score {metrics['score']:.4f}"
         log.info("epoch %d: loss %.4f, %.0f tokens/s%s", record["epoch"], record["train_loss"] or float("nan"),
@@ -253,7 +268,7 @@ class Trainer:
                 bar.update(1)
                 if not boundary:
                     continue
-                st["progress"] = self.time_progress(t_start)
+                st["progress"] = max(st["progress"], self.time_progress(total, t_start))
                 self.optimizer_step(lr_at(st["step"], total, cfg, st["progress"]))
                 st["batch"] = b + 1
                 seconds = time.monotonic() - t_epoch

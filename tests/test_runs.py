@@ -193,3 +193,41 @@ def test_predict_csv_index_and_one_file_split(tmp_path):
     bad.write_text(">a\nACGT\n>a\nACGT\n")
     r = run("index", "--fasta", bad, "--sizes", tmp_path / "bad.sizes")
     assert r.exit_code == 1 and "duplicate" in r.output and not (tmp_path / "bad.sizes").exists()
+
+
+def test_max_f1_threshold_against_a_scan():
+    from genolin.tasks.metrics import max_f1_threshold
+
+    rng = np.random.default_rng(3)
+    y = rng.random(500) < 0.1
+    p = np.clip(y * 0.3 + rng.random(500) * 0.7, 0, 1)
+    best = max_f1_threshold(y, p)
+    f1 = {t: 2 * (y & (p >= t)).sum() / ((p >= t).sum() + y.sum()) for t in np.unique(p)}
+    t = max(f1, key=f1.get)
+    assert best["value"] == pytest.approx(t) and best["f1"] == pytest.approx(f1[t])
+    assert max_f1_threshold(np.zeros(5), np.arange(5) / 5) is None
+
+
+def test_runs_store_their_threshold_and_predict_uses_it(tmp_path, ecoli_30k):
+    """The best weights carry the max-F1 threshold of their validation; evaluate and predict use it by default,
+    say so, and still take --threshold."""
+    from genolin.checkpoint import load_tensors
+
+    out = tmp_path / "run"
+    r = run("train", "--fasta", ecoli_30k / "g.fa", "--tss", ecoli_30k / "tss.bed", "--out", out, "--set",
+            "window_bp=2048", "--set", "d_model=32", "--set", "steps=4", "--set", "val_every_steps=2", "--set",
+            "batch_size=4", "--set", "val_fraction=0.3")
+    assert r.exit_code == 0, r.output
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    best = max(records, key=lambda rec: rec["val"]["score"])
+    meta = load_tensors(out / "best.safetensors")[1]
+    assert float(meta["threshold"]) == best["val"]["best_threshold"]["value"]
+    stored = float(meta["threshold"])
+    result = CliRunner().invoke(cli, ["predict", "--model", str(out), "--fasta", str(ecoli_30k / "g.fa"), "--out",
+                                      str(tmp_path / "p")])
+    assert result.exit_code == 0 and f"decision threshold {stored:.4g} (chosen on validation: max F1)" in result.output
+    assert "best.safetensors, the best validated weights" in result.output
+    assert f"threshold {stored}" in (tmp_path / "p.peaks.bed").read_text().splitlines()[0]
+    r = run("evaluate", "--model", out, "--fasta", ecoli_30k / "g.fa", "--tss", ecoli_30k / "tss.bed",
+            "--threshold", "0.25", "--out", tmp_path / "ev")
+    assert r.exit_code == 0 and json.loads((tmp_path / "ev" / "metrics.json").read_text())["calls"]["threshold"] == 0.25

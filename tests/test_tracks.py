@@ -189,3 +189,35 @@ def test_focal_loss_against_its_formula():
         want = -(7.0 * y * torch.log(p) + (1 - y) * torch.log(1 - p))
         want = (want * (1 - torch.where(y > 0.5, p, 1 - p)) ** gamma).mean()
         assert task.loss(out, batch).item() == pytest.approx(want.item(), rel=1e-5)
+
+
+def test_clock_takes_over_the_schedule_only_when_steps_would_overrun(tmp_path, two_genomes, monkeypatch):
+    """A time budget leaves a run that fits alone (the same weights as without one); a run that would overrun
+    switches to the clock and stops at the budget."""
+    import genolin.train as train_mod
+
+    d = two_genomes
+    common = ["--fasta", d / "A.fa", "--tss", d / "A.bed", "--set", "window_bp=2048", "--set", "batch_size=2",
+              "--set", "d_model=16", "--set", "steps=40", "--set", "val_every_steps=40", "--set", "warmup_steps=2"]
+
+    def fake_clock(seconds_per_call):
+        t = [0.0]
+
+        def monotonic():
+            t[0] += seconds_per_call
+            return t[0]
+        return monotonic
+
+    assert run("train", *common, "--out", tmp_path / "free").exit_code == 0
+    monkeypatch.setattr(train_mod.time, "monotonic", fake_clock(0.05))  # 40 steps well inside 60 s
+    assert run("train", *common, "--max-minutes", 1, "--out", tmp_path / "fits").exit_code == 0
+    wa, wb = load_tensors(tmp_path / "free" / "model.safetensors")[0], load_tensors(tmp_path / "fits" /
+                                                                                     "model.safetensors")[0]
+    assert all(np.array_equal(wa[k].numpy(), wb[k].numpy()) for k in wa)
+    assert "follows the clock" not in (tmp_path / "fits" / "train.log").read_text()
+    monkeypatch.setattr(train_mod.time, "monotonic", fake_clock(0.6))  # about 2 s a step: 40 steps overrun 60 s
+    assert run("train", *common, "--max-minutes", 1, "--out", tmp_path / "late").exit_code == 0
+    log = (tmp_path / "late" / "train.log").read_text()
+    assert "at this pace the 40 steps would not end within 1.0 min: the schedule follows the clock" in log
+    state = json.loads((tmp_path / "late" / "trainer_state.json").read_text())
+    assert 20 <= state["step"] < 40 and state["progress"] > 0.9  # stopped by the clock, at the end of its cosine

@@ -156,7 +156,10 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     assert metrics["pooled"]["positives"] > 0 and 0 < metrics["pooled"]["positive_rate"] < 0.2
     assert list(metrics["genomes"]) == ["g"] and metrics["genomes"]["g"]["pooled"] == metrics["pooled"]
     tss = [line.split("\t") for line in (genome_small / "tss.bed").read_text().splitlines()]
-    assert metrics["calls"]["tss"] == len(tss) and metrics["calls"]["threshold"] == 0.5
+    from genolin.checkpoint import load_tensors
+
+    stored = float(load_tensors(out / "best.safetensors")[1]["threshold"])  # chosen on validation, used by default
+    assert metrics["calls"]["tss"] == len(tss) and metrics["calls"]["threshold"] == stored
     r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
             "--out", tmp_path / "ev2", "--held-out")
     assert r.exit_code == 0, r.output

@@ -17,8 +17,9 @@ import click
 @click.option("--out", metavar="DIR", default=None, help="Report folder [default: RUN_DIR/evaluation].")
 @click.option("--rc-average/--no-rc-average", default=False, help="Average forward and reverse-complement "
                                                                   "predictions.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5,
-              help="Tracks: the probability for MCC and F1 of bins and for promoter calls.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="Decision probability for MCC, F1 and track calls [default: the run's threshold chosen on "
+                   "validation (max F1), else 0.5; classifiers of more than two classes: argmax].")
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Tracks: promoter calls on one strand are at least this many bp apart (as in predict).")
 @click.option("--held-out/--whole-genome", default=False,
@@ -32,5 +33,6 @@ def evaluate(model_dir, fasta, csv, labels, tss, out, rc_average, threshold, min
 
     run = load_run(model_dir, device)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss))
-    run_evaluation(run, inputs, out or f"{model_dir}/evaluation", rc_average=rc_average, threshold=threshold,
+    run_evaluation(run, inputs, out or f"{model_dir}/evaluation", rc_average=rc_average,
+                   threshold=run.decision_threshold(threshold),
                    min_distance_bp=min_distance, held_out=held_out)

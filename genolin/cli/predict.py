@@ -14,7 +14,9 @@ import click
                    "OUT.minus.bedGraph and OUT.peaks.bed.")
 @click.option("--rc-average/--no-rc-average", default=False,
               help="Average forward and reverse-complement predictions.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, help="Track: probability to call a promoter.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="Decision probability: track calls, or the last class of a two-class classifier [default: the "
+                   "run's threshold chosen on validation (max F1), else 0.5].")
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Track: called promoters on one strand are at least this many bp apart.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
@@ -32,5 +34,6 @@ def predict(model_dir, fasta, csv, out, rc_average, threshold, min_distance, bat
         raise click.UsageError("give the input as --fasta or as --csv")
     run = load_run(model_dir, device, batch_size=batch_size)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
-    options = PredictOptions(rc_average=rc_average, threshold=threshold, min_distance_bp=min_distance)
+    options = PredictOptions(rc_average=rc_average, threshold=run.decision_threshold(threshold),
+                             min_distance_bp=min_distance)
     logging.getLogger("genolin").info("%s", run_prediction(run, inputs, out, options))

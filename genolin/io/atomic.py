@@ -11,6 +11,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from genolin.errors import InputError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
@@ -20,8 +22,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     ``zipfile``). Parent folders are created. On any exception the temporary file is deleted.
     """
     final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    if final.is_dir():
+        raise InputError(final, "is a folder; give a file name for the output")
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    except OSError as exc:  # named after the output the user gave, not the temporary file
+        raise InputError(final, f"cannot write here: {exc.strerror or exc}") from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -30,7 +37,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp_path, 0o666 & ~umask)
-        os.replace(tmp_path, final)
+        try:
+            os.replace(tmp_path, final)
+        except OSError as exc:
+            raise InputError(final, f"cannot write: {exc.strerror or exc}") from None
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise

@@ -19,12 +19,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import struct
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from genolin.errors import InputError
-from genolin.io.files import open_binary, sniff_compression
+from genolin.io.files import check_bgzf_complete, open_binary, sniff_compression
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +280,9 @@ class Genome:
     def _open_faidx(self, kind: str) -> None:
         import pyfaidx
 
+        if kind == "bgzf":
+            check_bgzf_complete(self.path)
+
         fai = Path(str(self.path) + ".fai")
         gzi = Path(str(self.path) + ".gzi")
         needs = [fai] + ([gzi] if kind == "bgzf" else [])
@@ -299,6 +304,8 @@ class Genome:
                 self._load_memory()
             else:
                 raise InputError(self.path, f"cannot index: {exc}") from exc
+        except (struct.error, OSError, EOFError, zlib.error) as exc:  # Bio.bgzf on damaged blocks
+            raise InputError(self.path, f"corrupt or truncated (cannot index: {exc})") from None
 
     def fetch(self, name: str, start: int = 0, end: int | None = None) -> bytes:
         """Bases ``[start, end)`` of record ``name``, normalised to ``ACGTN``."""
@@ -310,7 +317,11 @@ class Genome:
             raise ValueError(f"region {name}:{start}-{end} outside 0-{length}")
         if self._memory is not None:
             return self._memory[name][start:end]
-        raw = self._faidx.fetch(name, start + 1, end).seq.encode("ascii", errors="replace") if end > start else b""
+        try:
+            raw = self._faidx.fetch(name, start + 1, end).seq.encode("ascii", errors="replace") if end > start else b""
+        except (struct.error, OSError, EOFError, zlib.error, ValueError) as exc:  # a file changed under its index
+            raise InputError(self.path, f"corrupt or truncated, or changed since its index was built "
+                                        f"(record {name!r}:{start}-{end}: {exc})") from None
         seq = raw.translate(NORMALISE)
         bad = seq.find(0)
         if bad >= 0:

@@ -42,9 +42,29 @@ def sniff_compression(path: str | os.PathLike) -> str:
     return "plain"
 
 
+# The empty block every BGZF file ends with (SAM/BAM specification, section 4.1.2).
+BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+
+
+def check_bgzf_complete(path: str | os.PathLike) -> None:
+    """InputError unless a BGZF file ends with the BGZF end-of-file block. Every bgzip writer adds it; a file cut
+    short lacks it, also one cut exactly between two blocks, which would otherwise decompress cleanly and shorter
+    (and random access reads only the blocks it fetches)."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - len(BGZF_EOF)))
+        if fh.read() != BGZF_EOF:
+            raise InputError(path, "truncated bgzip file: no BGZF end-of-file block at its end (an interrupted "
+                                   "download or copy?)")
+
+
 def open_binary(path: str | os.PathLike):
-    """Open a plain/gzip/bgzip file for reading decompressed bytes (the raw file is ``.raw`` for progress)."""
+    """Open a plain/gzip/bgzip file for reading decompressed bytes (the raw file is ``.raw`` for progress). A gzip
+    stream cut short fails when read (its trailer is missing); a BGZF file must end with its end-of-file block."""
     kind = sniff_compression(path)
+    if kind == "bgzf":
+        check_bgzf_complete(path)
     raw = open(path, "rb")
     if kind == "plain":
         return _Stream(raw, raw)

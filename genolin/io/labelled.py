@@ -118,6 +118,10 @@ def read_labelled_table(
         seq, label = row[i_seq].strip(), row[i_lab].strip() if i_lab is not None else "?"
         if not seq:
             raise InputError(path, "empty sequence", offset)
+        if any(c in seq for c in " \t"):  # FASTA lines may wrap; a table cell holds one unbroken sequence
+            column = next(i for i, c in enumerate(row[i_seq]) if c in " \t" and row[i_seq][:i].strip()) + 1
+            raise InputError(path, f"a space inside the sequence (column {header[i_seq]!r}, character "
+                                   f"{column})", offset)
         if not label:
             raise InputError(path, "missing label", offset)
         ids.append(row[i_id].strip() if i_id is not None else f"row{offset}")

@@ -58,7 +58,7 @@ def pad_tokens(token_arrays: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tens
 @dataclass
 class PredictOptions:
     rc_average: bool = False
-    threshold: float = 0.5  # track: probability to call a promoter
+    threshold: float = 0.5  # decision threshold: track calls; the last class of a two-class classifier
     min_distance_bp: int = 100  # track: calls on one strand at least this far apart
     progress: bool | None = None
 
@@ -115,7 +115,7 @@ class Task(ABC):
         """Labelled data to score (``genolin evaluate``'s inputs)."""
 
     @abstractmethod
-    def evaluate(self, predictor, eval_set, *, rc_average: bool = False, threshold: float = 0.5,
+    def evaluate(self, predictor, eval_set, *, rc_average: bool = False, threshold: float | None = None,
                  min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, object]:
         """(metrics with "score", the number validation maximises; what ``curves`` plots) of the model behind
         ``predictor`` on ``eval_set``: the one scoring path of validation and ``genolin evaluate``."""

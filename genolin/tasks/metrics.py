@@ -4,6 +4,7 @@
   (binary: the last class is the positive one; multiclass: macro averages, one-vs-rest).
 - ``binary_metrics(y (n,), p (n,), threshold)``: AUROC, AUPRC, positive rate (the AUPRC of a random predictor),
   MCC and F1 at a threshold.
+- ``max_f1_threshold(y, p)``: the decision threshold a run stores, chosen on validation.
 """
 
 from __future__ import annotations
@@ -13,7 +14,25 @@ import warnings
 import numpy as np
 
 
-def classification_metrics(y: np.ndarray, probs: np.ndarray, classes: list[str]) -> dict:
+def max_f1_threshold(y: np.ndarray, p: np.ndarray) -> dict | None:
+    """The probability threshold with the highest F1 on (y, p), with that F1, precision and recall; None when y
+    holds one class only."""
+    from sklearn.metrics import precision_recall_curve
+
+    y, p = np.asarray(y).astype(np.int8).ravel(), np.asarray(p, dtype=np.float64).ravel()
+    if y.min() == y.max():
+        return None
+    precision, recall, thresholds = precision_recall_curve(y, p)
+    precision, recall = precision[:-1], recall[:-1]  # the last point (recall 0) has no threshold
+    f1 = 2 * precision * recall / np.maximum(precision + recall, 1e-300)
+    i = int(np.argmax(f1))
+    return {"value": float(thresholds[i]), "f1": float(f1[i]), "precision": float(precision[i]),
+            "recall": float(recall[i])}
+
+
+def classification_metrics(y: np.ndarray, probs: np.ndarray, classes: list[str], threshold: float | None = None
+                           ) -> dict:
+    """Decisions: argmax, or for two classes P(last class) >= ``threshold`` when one is given."""
     from sklearn.metrics import (
         accuracy_score,
         average_precision_score,
@@ -26,6 +45,8 @@ def classification_metrics(y: np.ndarray, probs: np.ndarray, classes: list[str])
     y = np.asarray(y)
     probs = np.asarray(probs, dtype=np.float64)
     pred = probs.argmax(axis=1)
+    if threshold is not None and len(classes) == 2:
+        pred = (probs[:, 1] >= threshold).astype(np.int64)
     labels = list(range(len(classes)))
     out = {
         "n": int(len(y)),
@@ -33,6 +54,7 @@ def classification_metrics(y: np.ndarray, probs: np.ndarray, classes: list[str])
         "mcc": float(matthews_corrcoef(y, pred)),
         "confusion_matrix": confusion_matrix(y, pred, labels=labels).tolist(),
         "classes": list(classes),
+        "decision": "argmax" if threshold is None or len(classes) != 2 else threshold,
     }
     present = np.unique(y)
     if len(classes) == 2:

@@ -6,7 +6,8 @@ Augmentation: reverse complement (the token RC map reversed at stride 1, else re
 complement) and random shifts (up to ``max_shift_bp`` leading bases dropped).
 Head: ``n_classes`` logits from the pooled encoding; loss: class-weighted cross-entropy; probabilities: softmax.
 Metrics: accuracy, AUROC, AUPRC, MCC (the validation score), F1, confusion matrix.
-Predictions: a TSV with columns id, length, prob_<class> for every class, pred, has_n.
+Predictions: a TSV with columns id, length, prob_<class> for every class, pred (two classes: the last one when its
+probability reaches the decision threshold; more: the most probable), has_n.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from genolin.config import DataSpec, TrainConfig
 from genolin.errors import InputError
 from genolin.io.labelled import LabelledSet, load_labelled
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
-from genolin.tasks.metrics import classification_metrics
+from genolin.tasks.metrics import classification_metrics, max_f1_threshold
 from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, reverse_complement_map
 
 log = logging.getLogger(__name__)
@@ -117,9 +118,10 @@ class SequenceTask(Task):
     def __init__(self, cfg: TrainConfig, state: dict | None = None):
         super().__init__(cfg, state)
         self.classes: list[str] = list((state or {}).get("classes", []))
+        self.max_train_bp: int | None = (state or {}).get("max_train_bp")  # the longest training sequence
 
     def state(self) -> dict:
-        return {"classes": self.classes}
+        return {"classes": self.classes, "max_train_bp": self.max_train_bp}
 
     def head(self) -> dict:
         return {"n_classes": len(self.classes), "track_channels": 0}
@@ -135,6 +137,7 @@ class SequenceTask(Task):
         self.train = self._data(*_one_source(spec), spec.labels)
         dataset = self.train.dataset
         self.classes = dataset.classes
+        self.max_train_bp = max(len(seq) for seq in dataset.seqs)
         val_fasta, val_csv = _one_source(spec, val=True)
         self.val_set = None
         if val_fasta or val_csv:
@@ -163,12 +166,15 @@ class SequenceTask(Task):
             raise InputError(None, "a sequence classifier is evaluated on --csv or --fasta (with --labels)")
         return self._data(fasta, csv, inputs.labels, classes=self.classes, min_classes=1)
 
-    def evaluate(self, predictor, eval_set: SequenceData, *, rc_average: bool = False, threshold: float = 0.5,
+    def evaluate(self, predictor, eval_set: SequenceData, *, rc_average: bool = False, threshold: float | None = None,
                  min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, tuple]:
-        """Classification metrics (argmax decisions; "score" = MCC) and (labels (n,), probabilities (n, C))."""
+        """Classification metrics (decisions by argmax, or for two classes at ``threshold``; "score" = MCC; for two
+        classes "best_threshold", the max-F1 threshold on these data) and (labels (n,), probabilities (n, C))."""
         y, p = eval_set.dataset.labels, predictor.sequence_probs(eval_set, rc_average=rc_average)
-        metrics = classification_metrics(y, p, self.classes)
+        metrics = classification_metrics(y, p, self.classes, threshold)
         metrics["score"] = metrics["mcc"]
+        if len(self.classes) == 2:
+            metrics["best_threshold"] = max_f1_threshold(y == 1, p[:, 1])
         return metrics, (y, p)
 
     # -- reports -----------------------------------------------------------------------------------------------
@@ -204,11 +210,18 @@ class SequenceTask(Task):
         if bool(fasta) == bool(csv):
             raise InputError(None, "give the sequences as --fasta or as --csv")
         dataset = read_sequences(csv or fasta)
+        if self.max_train_bp:
+            long = [n for n in map(len, dataset.seqs) if n > 4 * self.max_train_bp]
+            if long:
+                log.warning("%s: %d sequence(s) over 4 times the longest training sequence (%d bp; the longest "
+                            "here %s bp): a classifier scores each whole sequence once; for genomes train a track "
+                            "model (--tss)", csv or fasta, len(long), self.max_train_bp, f"{max(long):,}")
         data = SequenceData(dataset, k=self.cfg.k, stride=self.cfg.stride)
         probs = predictor.sequence_probs(data, rc_average=options.rc_average)
         with atomic_open(out) as fh:
             fh.write("\t".join(["id", "length"] + [f"prob_{c}" for c in self.classes] + ["pred", "has_n"]) + "\n")
             for name, seq, p in zip(dataset.ids, dataset.seqs, probs, strict=True):
+                pred = int(p[1] >= options.threshold) if len(self.classes) == 2 else int(p.argmax())
                 fh.write("\t".join([name, str(len(seq))] + [f"{x:.6f}" for x in p]
-                                   + [self.classes[int(p.argmax())], "true" if b"N" in seq else "false"]) + "\n")
+                                   + [self.classes[pred], "true" if b"N" in seq else "false"]) + "\n")
         return f"{len(dataset)} sequences -> {out}"

@@ -46,7 +46,7 @@ from genolin.errors import InputError
 from genolin.io.bed import Interval
 from genolin.io.fasta import Genome
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
-from genolin.tasks.metrics import binary_metrics
+from genolin.tasks.metrics import binary_metrics, max_f1_threshold
 from genolin.tokenize import kmer_ids, reverse_complement
 
 log = logging.getLogger(__name__)
@@ -459,10 +459,12 @@ class TrackTask(Task):
             raise InputError(None, "nothing to evaluate: no held-out bins")
         return GenomeRegions(data, regions)
 
-    def evaluate(self, predictor, eval_set: GenomeRegions, *, rc_average: bool = False, threshold: float = 0.5,
+    def evaluate(self, predictor, eval_set: GenomeRegions, *, rc_average: bool = False, threshold: float | None = None,
                  min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, dict]:
-        """Metrics per genome and over all genomes (bins of ``eval_bin_bp``; calls at ``threshold``); "score" is
-        the mean over genomes of their pooled AUPRC. The second value maps genome -> GenomeScores."""
+        """Metrics per genome and over all genomes (bins of ``eval_bin_bp``; MCC/F1 and calls at ``threshold``,
+        0.5 if None); "score" is the mean over genomes of their pooled AUPRC; "best_threshold" the max-F1
+        threshold on the pooled bins. The second value maps genome -> GenomeScores."""
+        threshold = 0.5 if threshold is None else threshold
         scores = score_regions(predictor, eval_set.data, eval_set.regions, bin_bp=self.cfg.eval_bin_bp,
                                threshold=threshold, min_distance_bp=min_distance_bp, rc_average=rc_average,
                                progress=progress)
@@ -477,6 +479,7 @@ class TrackTask(Task):
         metrics = {**track_metrics(y, p, threshold), "calls": call_metrics(calls, tss, sum(g.bp for g in
                    scores.values()), threshold), "bin_bp": self.cfg.eval_bin_bp, "genomes": genomes}
         metrics["score"] = float(np.mean([m["pooled"].get("auprc", 0.0) for m in genomes.values()]))
+        metrics["best_threshold"] = max_f1_threshold(y, p)
         return metrics, scores
 
     # -- reports -----------------------------------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""Messages that name what the user gave: outputs in unwritable places or on folders, spaces inside table
+sequences, sequences far longer than a classifier was trained on, truncated genomes given to train/evaluate/predict."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from click.testing import CliRunner
+from conftest import ECOLI_BGZ, GUE_TATA
+
+from genolin.cli import cli
+from genolin.io.fasta import read_fasta
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [*map(str, args)])
+
+
+@pytest.fixture(scope="module")
+def seq_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("seqrun")
+    lines = (GUE_TATA / "train.csv").read_text().splitlines()
+    (d / "train.csv").write_text("\n".join(lines[:201]) + "\n")
+    r = run("-q", "train", "--csv", d / "train.csv", "--out", d / "run", "--max-steps", 2, "--set", "d_model=32")
+    assert r.exit_code == 0, r.output
+    return d
+
+
+def test_outputs_on_folders_and_read_only_places(tmp_path, seq_run):
+    fasta = tmp_path / "s.fa"
+    fasta.write_text(">a\nACGTACGTACGTAAAT\n")
+    r = run("predict", "--model", seq_run / "run", "--fasta", fasta, "--out", tmp_path)
+    assert r.exit_code == 1 and f"genolin: error: {tmp_path}: is a folder; give a file name" in r.output
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    os.chmod(locked, 0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who may write anywhere (root)")
+        r = run("predict", "--model", seq_run / "run", "--fasta", fasta, "--out", locked / "p.tsv")
+        assert r.exit_code == 1 and f"{locked / 'p.tsv'}: cannot write here" in r.output and ".tmp" not in r.output
+    finally:
+        os.chmod(locked, 0o700)
+
+
+def test_space_inside_a_table_sequence_names_row_and_column(tmp_path, seq_run):
+    table = tmp_path / "t.csv"
+    table.write_text("sequence,label\nACGTACGTAC,1\nACGTA CGTAC,0\n")
+    r = run("predict", "--model", seq_run / "run", "--csv", table, "--out", tmp_path / "p.tsv")
+    assert r.exit_code == 1 and "t.csv:3: a space inside the sequence (column 'sequence', character 6)" in r.output
+    assert not (tmp_path / "p.tsv").exists()
+
+
+def test_a_genome_slice_given_to_a_classifier_is_warned(tmp_path, seq_run):
+    (rec,) = read_fasta(ECOLI_BGZ)
+    fasta = tmp_path / "long.fa"
+    fasta.write_text(f">short\n{rec.seq[:60].decode()}\n>long\n{rec.seq[:50_000].decode()}\n")
+    r = run("predict", "--model", seq_run / "run", "--fasta", fasta, "--out", tmp_path / "p.tsv")
+    assert r.exit_code == 0
+    assert "1 sequence(s) over 4 times the longest training sequence (70 bp; the longest here 50,000 bp)" in r.output
+    assert len((tmp_path / "p.tsv").read_text().splitlines()) == 3  # still predicted
+
+
+def test_truncated_bgzip_genome_in_train_evaluate_predict(tmp_path):
+    cut = tmp_path / "cut.fa.bgz"
+    cut.write_bytes(ECOLI_BGZ.read_bytes()[:200_000])
+    bed = tmp_path / "t.bed"
+    bed.write_text("NC_000913.3\t100\t101\tx\t0\t+\n")
+    r = run("train", "--fasta", cut, "--tss", bed, "--out", tmp_path / "run")
+    assert r.exit_code == 1 and f"{cut}: truncated bgzip file" in r.output and "internal error" not in r.output
+    assert not (tmp_path / "run" / "model.safetensors").exists()
