@@ -80,7 +80,12 @@ def test_demo_end_to_end(tmp_path):
     assert seq["n"] == 613 and seq["auroc"] > 0.6  # a trained classifier, better than chance
     track = json.loads((results / "eval" / "ecoli_gene_starts" / "ecoli_k12" / "metrics.json").read_text())
     assert track["pooled"]["n"] == 2 * (-(-4_641_652 // 50) - 4_177_484 // 50)  # the held-out tenth, 50-bp bins
-    assert track["calls"]["threshold"] == 0.5 and track["bin_bp"] == 50
+    from genolin.checkpoint import load_tensors
+
+    stored = float(load_tensors(results / "models" / "ecoli_gene_starts" / "best.safetensors")[1]["threshold"])
+    assert track["calls"]["threshold"] == stored and track["bin_bp"] == 50  # the model's own threshold
+    peaks = (results / "predictions" / "ecoli_gene_starts" / "ecoli_k12.peaks.bed").read_text().splitlines()
+    assert f"threshold {stored}" in peaks[0] and len(peaks) > 100  # promoters called at that threshold
     assert (results / "models" / "gue_tata" / "best.safetensors").exists()
     summary = (results / "report" / "summary.md").read_text()
     assert "| gue_tata | test | sequences | 613 |" in summary and "ecoli_gene_starts" in summary

@@ -163,9 +163,11 @@ def evaluate_args(wildcards, input):
 
 
 def predict_args(wildcards):
+    """Options of genolin predict; without a threshold each model uses the one it chose on validation."""
     o = config["predict_options"]
     rc = "--rc-average" if o["rc_average"] else "--no-rc-average"
-    return f"--threshold {o['threshold']} --min-distance {o['min_distance']} {rc}"
+    threshold = "" if o.get("threshold") is None else f"--threshold {o['threshold']} "
+    return f"{threshold}--min-distance {o['min_distance']} {rc}"
 
 
 # --- paths derived from a rule's outputs (so they hold without a shared filesystem) ---
