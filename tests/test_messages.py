@@ -32,6 +32,10 @@ def test_outputs_on_folders_and_read_only_places(tmp_path, seq_run):
     fasta.write_text(">a\nACGTACGTACGTAAAT\n")
     r = run("predict", "--model", seq_run / "run", "--fasta", fasta, "--out", tmp_path)
     assert r.exit_code == 1 and f"genolin: error: {tmp_path}: is a folder; give a file name" in r.output
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    r = run("predict", "--model", seq_run / "run", "--fasta", fasta, "--out", blocker / "p.tsv")
+    assert r.exit_code == 1 and f"{blocker / 'p.tsv'}: cannot write here" in r.output and ".tmp" not in r.output
     locked = tmp_path / "locked"
     locked.mkdir()
     os.chmod(locked, 0o500)
