@@ -126,6 +126,90 @@ PRESETS: dict[str, dict[str, dict]] = {
 EPOCH_MODE = ("epochs", "windows_per_epoch")  # a user's choice of these drops a preset's step budget
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One setting a user gave: where it came from is ``source`` (a YAML file, "--set KEY=VALUE", "--epochs")
+    and, for files, ``line``."""
+
+    key: str
+    value: object
+    source: str
+    line: int | None = None
+
+    def error(self, message: str) -> InputError:
+        return InputError(self.source, f"setting {self.key!r}: {message}", self.line)
+
+
+def _annotations() -> dict[str, str]:
+    """Setting name -> its type as written in the dataclass ("int", "float | None", ...)."""
+    out = {f.name: str(f.type) for f in dataclasses.fields(TrainConfig) if f.name != "model"}
+    out.update({f"model.{f.name}": str(f.type) for f in dataclasses.fields(EncoderConfig)})
+    return out
+
+
+TYPES = _annotations()
+
+# Ranges, checked after types: name -> (test, what it must be)
+RULES: dict[str, tuple] = {
+    "k": (lambda v: 1 <= v <= 12, "from 1 to 12"),
+    "val_fraction": (lambda v: 0 < v < 1, "between 0 and 1 (exclusive)"),
+    "min_lr_ratio": (lambda v: 0 <= v <= 1, "from 0 to 1"),
+    "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
+    "model.dropout": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
+    **{k: (lambda v: v > 0, "above 0") for k in ("lr", "clip", "max_minutes", "pos_weight", "model.mlp_ratio",
+                                                 "model.eps")},
+    **{k: (lambda v: v >= 0, "0 or more") for k in ("tolerance_bins", "weight_decay", "warmup_steps", "max_shift_bp",
+                                                    "focal_gamma", "patience", "seed", "model.favor_redraw_interval")},
+    **{k: (lambda v: v >= 1, "1 or more") for k in (
+        "stride", "window_bp", "windows_per_epoch", "eval_bin_bp", "steps", "val_every_steps", "epochs", "max_steps",
+        "batch_size", "max_tokens", "grad_accum", "model.d_model", "model.n_layers", "model.n_heads",
+        "model.feature_dim", "model.favor_features", "model.local_window_tokens", "model.conv_kernel",
+        "model.chunk_tokens")},
+}
+_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
+
+
+def coerce(setting: Setting, key: str) -> object:
+    """The value of ``setting`` (the field ``key``) parsed to the field's type ("1e-3" and 1 for a float, "1_000"
+    for an int, "yes" for a bool) and range-checked; an InputError naming where the setting came from otherwise."""
+    kind = TYPES[key]
+    value = setting.value
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("null", "none", "~")):
+        if "None" in kind:
+            return None
+        raise setting.error("needs a value")
+    base = kind.split("|")[0].strip()
+    try:
+        if base == "bool":
+            text = str(value).strip().lower()
+            if isinstance(value, bool) or text in _TRUE | _FALSE:
+                value = value if isinstance(value, bool) else text in _TRUE
+            else:
+                raise ValueError
+        elif base == "int":
+            if isinstance(value, bool):
+                raise ValueError
+            number = float(value) if isinstance(value, float) else float(str(value).strip())
+            if not number.is_integer():
+                raise ValueError
+            value = int(number)
+        elif base == "float":
+            if isinstance(value, bool):
+                raise ValueError
+            value = float(str(value).strip()) if isinstance(value, str) else float(value)
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError
+        elif not isinstance(value, str):
+            raise ValueError
+    except (TypeError, ValueError):
+        what = {"bool": "true or false", "int": "a whole number", "float": "a number", "str": "text"}[base]
+        raise setting.error(f"expected {what}, got {setting.value!r}") from None
+    rule = RULES.get(key)
+    if rule and not rule[0](value):
+        raise setting.error(f"must be {rule[1]}, got {setting.value!r}")
+    return value
+
+
 def flatten(values: dict, source: str, prefix: str = "") -> dict:
     """Nested mappings -> dotted keys: ``{"model": {"d_model": 64}}`` -> ``{"model.d_model": 64}``."""
     out = {}
@@ -156,56 +240,86 @@ def canonical_name(key: str, source: str) -> str:
     return f"model.{name}"
 
 
-def make_config(task: str, preset: str = "tiny", overrides: dict | None = None,
+def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting] | None = None,
                 source: str = "--config") -> TrainConfig:
-    """Defaults < preset < overrides (a YAML file's keys, then --set, then command-line options)."""
+    """Defaults < preset < overrides: Settings in the order given (a YAML file's, then --set, then command-line
+    options), or a dict of settings from ``source``. Every value is typed and range-checked here, before any data
+    are read."""
     if preset not in PRESETS:
         raise InputError(None, f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
     values = {**flatten(PRESETS[preset]["common"], "preset"), **flatten(PRESETS[preset][task], "preset")}
-    user = {canonical_name(key, source): value for key, value in flatten(overrides or {}, source).items()}
+    if isinstance(overrides, dict) or overrides is None:
+        overrides = [Setting(k, v, source) for k, v in flatten(overrides or {}, source).items()]
+    user: dict[str, Setting] = {}
+    for item in overrides:
+        user[canonical_name(item.key, item.source if item.line is None else f"{item.source}:{item.line}")] = item
     if any(k in user for k in EPOCH_MODE) and not any(k in user for k in ("steps", "val_every_steps")):
         values.pop("steps", None)  # epochs asked for: the schedule is epochs of windows_per_epoch windows
         values.pop("val_every_steps", None)
-    values.update(user)
+    values.update({key: coerce(item, key) for key, item in user.items()})
     train = {k: v for k, v in values.items() if not k.startswith("model.")}
     model = {k.removeprefix("model."): v for k, v in values.items() if k.startswith("model.")}
+    given = [item for key, item in user.items() if key.startswith("model.")]
     try:
         cfg = TrainConfig(**train)
-        cfg.model = dataclasses.replace(cfg.model, **model)  # validates mixer, heads, ...
+        cfg.model = dataclasses.replace(cfg.model, **model)  # checks mixer, heads, windows against each other
     except ValueError as exc:
-        raise InputError(source, str(exc)) from None
+        where = given[-1] if given else None
+        raise InputError(where.source if where else None, f"{exc} (preset {preset!r}"
+                         + (", with the settings given)" if given else ")"), where.line if where else None) from None
     if task == "track" and cfg.window_bp % cfg.stride:
-        raise InputError(source, f"window_bp ({cfg.window_bp}) must be a multiple of stride ({cfg.stride})")
+        item = user.get("window_bp") or user.get("stride")
+        raise InputError(item.source if item else None, f"window_bp ({cfg.window_bp}) must be a multiple of stride "
+                                                        f"({cfg.stride})", item.line if item else None)
     return cfg
 
 
-def read_yaml_config(path: str | os.PathLike) -> dict:
+def read_yaml_config(path: str | os.PathLike) -> list[Setting]:
+    """The settings of a YAML file, each with its line (a ``model:`` mapping gives ``model.<key>`` settings)."""
     import yaml
 
     from genolin.io.files import read_text
 
+    text = read_text(path)
     try:
-        data = yaml.safe_load(read_text(path))
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise InputError(path, f"not valid YAML ({exc})") from None
-    if not isinstance(data, dict):
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(path, f"not valid YAML: {problem}", mark.line + 1 if mark else None) from None
+    if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
         raise InputError(path, "expected a mapping of settings (key: value)")
-    return data
+    out = []
+    for key_node, value_node in root.value:
+        key = data_key = key_node.value
+        if key == "model" and not isinstance(value_node, yaml.MappingNode):
+            raise InputError(path, "setting 'model': expected a mapping of encoder settings (d_model: ..., mixer: "
+                                   "...)", key_node.start_mark.line + 1)
+        if key == "model":
+            for sub_key, _ in value_node.value:
+                out.append(Setting(f"model.{sub_key.value}", data["model"][sub_key.value], str(path),
+                                   sub_key.start_mark.line + 1))
+            continue
+        out.append(Setting(key, data[data_key], str(path), key_node.start_mark.line + 1))
+    return out
 
 
-def parse_settings(items) -> dict:
-    """``KEY=VALUE`` strings -> {key: YAML-typed value} (``epochs=3`` gives 3, ``model.mixer=favor`` "favor")."""
+def parse_settings(items) -> list[Setting]:
+    """``KEY=VALUE`` strings -> Settings with YAML-read values (``epochs=3`` gives 3, ``model.mixer=favor``
+    "favor"); each names its item as where it came from."""
     import yaml
 
-    out = {}
+    out = []
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InputError("--set", f"expected KEY=VALUE, got {item!r}")
         try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise InputError("--set", f"{key}: value {value!r} is not valid YAML ({exc})") from None
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value  # typed against the setting's field like any text
+        out.append(Setting(key.strip(), parsed, f"--set {item}"))
     return out
 
 
@@ -261,5 +375,5 @@ def migrate_run_config(saved: dict) -> dict:
     return {**migrated, "format": FORMAT, "train": {**train, "model": model}}
 
 
-__all__ = ["PRESETS", "TASKS", "DataSpec", "TrainConfig", "make_config", "migrate_run_config", "parse_settings",
-           "read_yaml_config"]
+__all__ = ["PRESETS", "TASKS", "DataSpec", "Setting", "TrainConfig", "make_config", "migrate_run_config",
+           "parse_settings", "read_yaml_config"]

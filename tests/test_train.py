@@ -326,7 +326,7 @@ def test_labelled_fasta_forms_accumulation_and_early_stopping(tmp_path, gue_smal
     assert r.exit_code == 0, r.output
     r = run("predict", "--model", tmp_path / "b", "--fasta", tmp_path / "plain.fa", "--out", tmp_path / "p.tsv")
     assert r.exit_code == 0 and "prob_background\tprob_promoter" in (tmp_path / "p.tsv").read_text()
-    (tmp_path / "still.yaml").write_text("lr: 0.0\npatience: 2\nd_model: 32\n")  # nothing can improve
+    (tmp_path / "still.yaml").write_text("lr: 1.0e-30\npatience: 2\nd_model: 32\n")  # nothing can improve
     r = run("train", "--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--out", tmp_path / "c",
             "--epochs", 10, "--config", tmp_path / "still.yaml")
     assert r.exit_code == 0, r.output

@@ -13,7 +13,7 @@ def bench() -> None:
 
 
 @bench.command(context_settings={"show_default": True})
-@click.option("--n", "lengths", type=int, multiple=True,
+@click.option("--n", "lengths", type=click.IntRange(min=1), multiple=True,
               help="Sequence lengths (repeat the option). Default: 1K-256K on a CPU, 4K-1M on a GPU.")
 @click.option("--variants", default="softmax,elu,relu,exp,favor,hybrid", help=f"Comma-separated: {VARIANT_HELP}.")
 @click.option("--batch", type=click.IntRange(min=1), default=1, help="Batch size B.")

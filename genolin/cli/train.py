@@ -55,7 +55,7 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
     import logging
 
     from genolin import checkpoint as ckpt
-    from genolin.config import DataSpec, make_config, parse_settings, read_yaml_config
+    from genolin.config import DataSpec, Setting, make_config, parse_settings, read_yaml_config
     from genolin.train import train as run_training
 
     cli_values = {k: v for k, v in dict(seed=seed, epochs=epochs, max_steps=max_steps, max_minutes=max_minutes,
@@ -80,9 +80,9 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
                 raise click.UsageError("give the training sequences as --csv or as --fasta (not both)")
             if len(fasta) > 1 or len(val_fasta) > 1:
                 raise click.UsageError("a sequence classifier takes one --fasta and one --val-fasta")
-        overrides = read_yaml_config(config_yaml) if config_yaml else {}
-        overrides.update(parse_settings(set_values))
-        cfg = make_config(task, preset, {**overrides, **cli_values}, source=config_yaml or "--config")
+        settings = (read_yaml_config(config_yaml) if config_yaml else []) + parse_settings(set_values)
+        settings += [Setting(k, v, f"--{k.replace('_', '-')}") for k, v in cli_values.items()]
+        cfg = make_config(task, preset, settings)
         spec = DataSpec(task=task, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss), val_fasta=list(val_fasta),
                         val_csv=val_csv, val_labels=val_labels, val_tss=list(val_tss))
     summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
