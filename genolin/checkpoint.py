@@ -4,11 +4,17 @@ their one reader.
     RUN_DIR/config.json            the run (format 2): task, its state (classes; pos_weight of a track model),
                                    ``train`` (TrainConfig, the resolved encoder config under train.model), data
     RUN_DIR/model.safetensors      weights at the last checkpoint (FAVOR+ projections included)
-    RUN_DIR/best.safetensors       weights with the best validation metric (what evaluate/predict use)
-    RUN_DIR/optimizer.safetensors  optimizer tensors; its scalar state and param groups are in trainer_state.json
-    RUN_DIR/trainer_state.json     epoch, step, batch within the epoch, early-stopping state; written last, so a
-                                   checkpoint is complete when this file names its step
-    RUN_DIR/metrics.jsonl, train.log
+    RUN_DIR/best.safetensors       weights with the best validation metric (what evaluate/predict use), with the
+                                   decision threshold chosen on that validation in its metadata
+    RUN_DIR/checkpoints/           model-<step>.safetensors and optimizer-<step>.safetensors of the last checkpoint
+    RUN_DIR/trainer_state.json     epoch, step, batch within the epoch, early-stopping state, the names of the
+                                   checkpoint files and the optimizer's scalar state and param groups
+    RUN_DIR/metrics.jsonl, train.log, .lock
+
+A checkpoint writes its step-named files first, best.safetensors, then trainer_state.json (the commit point),
+then model.safetensors (a hard link) and removes older step files: a run killed at any moment, also inside a
+checkpoint, resumes from a state whose files all exist. ``.lock`` is held (flock) while a run trains, so a second
+``genolin train`` on the same folder is refused; the system drops the lock when the process dies, even by SIGKILL.
 
 Weights are safetensors and everything else JSON: nothing is unpickled. Every file is written under a temporary
 name and renamed. Missing or corrupt files are InputError naming the file. config.json of earlier formats is
@@ -79,6 +85,69 @@ def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
 
 def write_run_config(run_dir: str | os.PathLike, config: RunConfig) -> None:
     write_json(Path(run_dir) / CONFIG, config.to_dict())
+
+
+CHECKPOINTS = "checkpoints"
+LOCK = ".lock"
+
+
+def lock_run_dir(run_dir: str | os.PathLike) -> int:
+    """An exclusive flock on RUN_DIR/.lock for this process (the folder is created); InputError when another
+    process holds it. Returns the descriptor: the lock lasts while it is open (until exit at the latest)."""
+    import fcntl
+
+    run_dir = Path(run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise InputError(run_dir, f"cannot use as a run directory: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise InputError(run_dir, f"is in use by another genolin train (pid {holder}); wait for it or choose "
+                                  f"another --out") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
+def save_checkpoint(run_dir: str | os.PathLike, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    state: dict, *, meta: dict[str, str], best_meta: dict[str, str] | None = None) -> None:
+    """The crash-safe checkpoint described above; ``best_meta`` (metadata) also writes best.safetensors."""
+    run_dir = Path(run_dir)
+    step = int(state["step"])
+    names = {"weights": f"{CHECKPOINTS}/model-{step:08d}.safetensors",
+             "optimizer": f"{CHECKPOINTS}/optimizer-{step:08d}.safetensors"}
+    save_weights(run_dir / names["weights"], model, meta)
+    rest = save_optimizer(run_dir / names["optimizer"], optimizer)
+    if best_meta is not None:
+        save_weights(run_dir / BEST, model, best_meta)
+    write_json(run_dir / STATE, {**state, "optimizer": rest, "files": names})  # the commit point
+    with atomic_path(run_dir / WEIGHTS) as tmp:
+        tmp.unlink()
+        try:
+            os.link(run_dir / names["weights"], tmp)
+        except OSError:  # a file system without hard links
+            import shutil
+
+            shutil.copyfile(run_dir / names["weights"], tmp)
+    keep = {Path(n).name for n in names.values()}
+    for old in (run_dir / CHECKPOINTS).iterdir():
+        if old.name not in keep and not old.name.startswith("."):
+            old.unlink(missing_ok=True)
+
+
+def load_checkpoint(run_dir: str | os.PathLike, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """The trainer state of the last complete checkpoint, with its weights and optimizer loaded."""
+    run_dir = Path(run_dir)
+    state = read_json(run_dir / STATE)
+    files = state.pop("files", {"weights": WEIGHTS, "optimizer": OPTIMIZER})  # runs before step-named files
+    load_weights(run_dir / files["weights"], model)
+    load_optimizer(run_dir / files["optimizer"], optimizer, state.pop("optimizer"))
+    return state
 
 
 def weights_for_inference(run_dir: str | os.PathLike) -> Path:

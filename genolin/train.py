@@ -86,41 +86,47 @@ class Trainer:
                                    max_tokens=self.cfg.max_tokens)
         self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0,
                       "done": False, "progress": 0.0}
-        if resume:
-            self._resume()
-        elif self.dist.main:
-            self._start_run_dir()
+        self._lock = ckpt.lock_run_dir(self.out) if self.dist.main else None  # released by close() or at exit
+        try:
+            if resume:
+                self._resume()
+            elif self.dist.main:
+                self._start_run_dir()
+        except BaseException:
+            self.close()
+            raise
         self.progress_at_start = self.state["progress"]  # the schedule's progress when this run started
         self.step_at_start, self.by_clock = self.state["step"], False
+
+    def close(self) -> None:
+        """Release the run directory's lock and the process group."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+        self.dist.close()
 
     # -- the run directory ---------------------------------------------------------------------------------------
     def _start_run_dir(self) -> None:
         if (self.out / ckpt.STATE).exists():
             raise InputError(self.out, "holds a run already: continue it with --resume, or choose another --out")
-        self.out.mkdir(parents=True, exist_ok=True)
         ckpt.write_run_config(self.out, ckpt.RunConfig(self.spec.task, self.cfg, self.spec, self.task.state()))
 
     def _resume(self) -> None:
-        state = ckpt.read_json(self.out / ckpt.STATE)
-        ckpt.load_weights(self.out / ckpt.WEIGHTS, self.model)
-        ckpt.load_optimizer(self.out / ckpt.OPTIMIZER, self.optimizer, state.pop("optimizer"))
-        self.state.update(state)
+        self.state.update(ckpt.load_checkpoint(self.out, self.model, self.optimizer))
         log.info("resuming %s at epoch %d, step %d", self.out, self.state["epoch"] + 1, self.state["step"])
 
     def checkpoint(self, *, best: bool = False, metrics: dict | None = None) -> None:
-        """Weights (also as best, with the decision threshold chosen on ``metrics``, the validation that made them
-        best), optimizer, then trainer_state.json last: a checkpoint is complete when the state file names its
-        step."""
+        """A crash-safe checkpoint (genolin.checkpoint); with ``best`` also best.safetensors, carrying the decision
+        threshold chosen on ``metrics``, the validation that made these weights the best."""
         if not self.dist.main:
             return
         meta = {"step": str(self.state["step"]), "epoch": str(self.state["epoch"])}
-        ckpt.save_weights(self.out / ckpt.WEIGHTS, self.model, meta)
+        best_meta = None
         if best:
             chosen = (metrics or {}).get("best_threshold")
-            extra = {"threshold": repr(chosen["value"]), "threshold_f1": repr(chosen["f1"])} if chosen else {}
-            ckpt.save_weights(self.out / ckpt.BEST, self.model, {**meta, **extra})
-        rest = ckpt.save_optimizer(self.out / ckpt.OPTIMIZER, self.optimizer)
-        ckpt.write_json(self.out / ckpt.STATE, {**self.state, "optimizer": rest})
+            best_meta = {**meta, **({"threshold": repr(chosen["value"]), "threshold_f1": repr(chosen["f1"])}
+                                    if chosen else {})}
+        ckpt.save_checkpoint(self.out, self.model, self.optimizer, self.state, meta=meta, best_meta=best_meta)
 
     def _log_metrics(self, record: dict) -> None:
         if self.dist.main:
@@ -321,5 +327,5 @@ def train(cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, devic
         if handler is not None:
             logging.getLogger("genolin").removeHandler(handler)
             handler.close()
-        trainer.dist.close()
+        trainer.close()
     return summary

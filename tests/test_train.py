@@ -67,9 +67,12 @@ def test_sequence_train_evaluate_predict(tmp_path, gue_small):
     r = run("train", "--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--out", out,
             "--epochs", 2, "--seed", 3)
     assert r.exit_code == 0, r.output
-    for name in ("config.json", "model.safetensors", "best.safetensors", "optimizer.safetensors",
-                 "trainer_state.json", "metrics.jsonl", "train.log"):
+    for name in ("config.json", "model.safetensors", "best.safetensors", "trainer_state.json", "metrics.jsonl",
+                 "train.log"):
         assert (out / name).exists(), name
+    step = json.loads((out / "trainer_state.json").read_text())["step"]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [f"model-{step:08d}.safetensors",
+                                                                       f"optimizer-{step:08d}.safetensors"]
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2] and all("mcc" in r["val"] for r in records)
     assert "epoch 2: loss" in (out / "train.log").read_text()  # the log keeps INFO lines under -q
