@@ -144,10 +144,33 @@ def load_checkpoint(run_dir: str | os.PathLike, model: torch.nn.Module, optimize
     """The trainer state of the last complete checkpoint, with its weights and optimizer loaded."""
     run_dir = Path(run_dir)
     state = read_json(run_dir / STATE)
+    _check_state(run_dir / STATE, state)
     files = state.pop("files", {"weights": WEIGHTS, "optimizer": OPTIMIZER})  # runs before step-named files
     load_weights(run_dir / files["weights"], model)
     load_optimizer(run_dir / files["optimizer"], optimizer, state.pop("optimizer"))
     return state
+
+
+# trainer_state.json: key -> the types its value may have ("progress" and "files" are absent in older runs)
+_STATE_TYPES = {"epoch": (int,), "batch": (int,), "step": (int,), "best": (int, float, type(None)),
+                "best_epoch": (int, type(None)), "bad_epochs": (int,), "done": (bool,), "progress": (int, float),
+                "files": (dict,), "optimizer": (dict,)}
+
+
+def _check_state(path: Path, state: dict) -> None:
+    for key, kinds in _STATE_TYPES.items():
+        if key not in state:
+            if key in ("progress", "files"):
+                continue
+            raise InputError(path, f"corrupt trainer state: {key!r} is missing")
+        value = state[key]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise InputError(path, f"corrupt trainer state: {key!r} is {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise InputError(path, f"corrupt trainer state: {key!r} is {value!r}")
+    files = state.get("files", {})
+    if not all(isinstance(files.get(k), str) and ".." not in files[k] for k in ("weights", "optimizer")) and files:
+        raise InputError(path, f"corrupt trainer state: 'files' is {files!r}")
 
 
 def weights_for_inference(run_dir: str | os.PathLike) -> Path:
