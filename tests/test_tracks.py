@@ -221,3 +221,20 @@ def test_clock_takes_over_the_schedule_only_when_steps_would_overrun(tmp_path, t
     assert "at this pace the 40 steps would not end within 1.0 min: the schedule follows the clock" in log
     state = json.loads((tmp_path / "late" / "trainer_state.json").read_text())
     assert 20 <= state["step"] < 40 and state["progress"] > 0.9  # stopped by the clock, at the end of its cosine
+
+
+def test_time_limit_inside_the_first_epoch_still_validates(tmp_path, two_genomes):
+    """--max-minutes shorter than one epoch: the run validates where it stopped, writes best.safetensors and a
+    metrics line, and predict uses those weights."""
+    d = two_genomes
+    out = tmp_path / "short"
+    r = run("train", "--fasta", d / "A.fa", "--tss", d / "A.bed", "--set", "window_bp=2048", "--set", "batch_size=2",
+            "--set", "d_model=16", "--set", "steps=500", "--set", "val_every_steps=500", "--max-minutes", "0.0001",
+            "--out", out)
+    assert r.exit_code == 0, r.output
+    (record,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert record["stopped"] == "max_minutes 0.0001" and record["step"] == 1 and "score" in record["val"]
+    assert (out / "best.safetensors").exists()
+    r = CliRunner().invoke(cli, ["predict", "--model", str(out), "--fasta", str(d / "A.fa"), "--out",
+                                 str(tmp_path / "p")])
+    assert r.exit_code == 0 and "best.safetensors, the best validated weights (step 1)" in r.output
