@@ -75,12 +75,52 @@ def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
         saved = migrate_run_config(saved)
         if saved["task"] not in TASKS:
             raise ValueError(f"unknown task {saved['task']!r}")
-        return RunConfig(task=saved["task"], train=TrainConfig.from_dict(saved["train"]),
-                         data=DataSpec.from_dict(saved["data"]),
-                         task_state={k: saved[k] for k in TASK_STATE_KEYS if k in saved},
-                         created=saved.get("created", ""))
+        task_state = {k: saved[k] for k in TASK_STATE_KEYS if k in saved}
+        _check_task_state(task_state)
+        train = TrainConfig.from_dict(_checked_settings(path, saved["train"]))
+        _check_encoder(train, saved["task"], task_state)
+        return RunConfig(task=saved["task"], train=train, data=DataSpec.from_dict(saved["data"]),
+                         task_state=task_state, created=saved.get("created", ""))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(path, f"not a genolin run configuration ({type(exc).__name__}: {exc})") from None
+
+
+def _checked_settings(path: Path, train: dict) -> dict:
+    """The saved settings, each typed and range-checked as --config values are (InputError naming the file)."""
+    from genolin.config import TYPES, Setting, coerce
+
+    if not isinstance(train.get("model"), dict):
+        raise ValueError("train.model is not a mapping")
+
+    def check(key: str, value):
+        return coerce(Setting(key, value, str(path)), key) if key in TYPES else value
+
+    return {**{k: check(k, v) for k, v in train.items() if k != "model"},
+            "model": {k: check(f"model.{k}", v) for k, v in train["model"].items()}}
+
+
+def _check_encoder(train: TrainConfig, task: str, state: dict) -> None:
+    """The encoder's derived fields agree with the tokenizer and the task (ValueError otherwise)."""
+    from genolin.tokenize import vocab_size
+
+    model = train.model
+    if model.vocab_size != vocab_size(train.k) or not 0 <= model.pad_id < model.vocab_size:
+        raise ValueError(f"model.vocab_size {model.vocab_size} does not fit k = {train.k}")
+    head = (0, 2) if task == "track" else (len(state.get("classes", [])), 0)
+    if (model.n_classes, model.track_channels) != head:
+        raise ValueError(f"the model's heads ({model.n_classes} classes, {model.track_channels} track channels) do "
+                         f"not fit a {task} task with classes {state.get('classes')}")
+
+
+def _check_task_state(state: dict) -> None:
+    """ValueError unless classes are names and pos_weight / max_train_bp positive numbers (or absent / null)."""
+    classes = state.get("classes", [])
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        raise ValueError(f"classes is {classes!r}")
+    for key in ("pos_weight", "max_train_bp"):
+        value = state.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
+            raise ValueError(f"{key} is {value!r}")
 
 
 def write_run_config(run_dir: str | os.PathLike, config: RunConfig) -> None:

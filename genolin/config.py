@@ -156,8 +156,12 @@ RULES: dict[str, tuple] = {
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "model.dropout": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
-    **{k: (lambda v: v > 0, "above 0") for k in ("lr", "clip", "max_minutes", "pos_weight", "model.mlp_ratio",
-                                                 "model.eps")},
+    "model.mlp_ratio": (lambda v: 0 < v <= 64, "above 0 and at most 64"),
+    "model.n_classes": (lambda v: v >= 0, "0 or more"),
+    "model.track_channels": (lambda v: v >= 0, "0 or more"),
+    "model.pad_id": (lambda v: v >= 0, "0 or more"),
+    "model.vocab_size": (lambda v: v >= 1, "1 or more"),
+    **{k: (lambda v: v > 0, "above 0") for k in ("lr", "clip", "max_minutes", "pos_weight", "model.eps")},
     **{k: (lambda v: v >= 0, "0 or more") for k in ("tolerance_bins", "weight_decay", "warmup_steps", "max_shift_bp",
                                                     "focal_gamma", "patience", "seed", "model.favor_redraw_interval")},
     **{k: (lambda v: v >= 1, "1 or more") for k in (
@@ -190,14 +194,14 @@ def coerce(setting: Setting, key: str) -> object:
             if isinstance(value, bool):
                 raise ValueError
             number = float(value) if isinstance(value, float) else float(str(value).strip())
-            if not number.is_integer():
+            if not number.is_integer() or abs(number) > 2**53:
                 raise ValueError
             value = int(number)
         elif base == "float":
             if isinstance(value, bool):
                 raise ValueError
             value = float(str(value).strip()) if isinstance(value, str) else float(value)
-            if value != value or value in (float("inf"), float("-inf")):
+            if not abs(value) <= 1e12:  # NaN, infinities and absurd sizes
                 raise ValueError
         elif not isinstance(value, str):
             raise ValueError

@@ -185,10 +185,13 @@ def test_fuzz_damaged_run_directories(tmp_path_factory, trained, genome, name, d
     run_dir = tmp / "run"
     shutil.copytree(trained / "run", run_dir)
     original = (run_dir / name).read_bytes()
-    if name.endswith(".json") and data.draw(st.booleans()):  # valid JSON, wrong content
+    if name.endswith(".json") and data.draw(st.booleans()):  # valid JSON, wrong content (also nested settings)
         doc = json.loads(original)
-        key = data.draw(st.sampled_from(sorted(doc)))
-        doc[key] = data.draw(st.sampled_from([None, 0, -1, "x", [], {}, 1e308]))
+        where = doc["train"] if name == "config.json" and data.draw(st.booleans()) else doc
+        if where is not doc and data.draw(st.booleans()):
+            where = where["model"]
+        key = data.draw(st.sampled_from(sorted(where)))
+        where[key] = data.draw(st.sampled_from([None, 0, -1, "x", [], {}, 1e308, True]))
         (run_dir / name).write_text(json.dumps(doc))
     else:
         (run_dir / name).write_bytes(data.draw(damaged(original)))
