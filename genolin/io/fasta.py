@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from genolin.errors import InputError
-from genolin.io.files import check_bgzf_complete, open_binary, sniff_compression
+from genolin.io.files import open_binary, sniff_compression
 
 log = logging.getLogger(__name__)
 
@@ -277,11 +277,8 @@ class Genome:
     def _load_memory(self) -> None:
         self._memory = read_fasta_dict(self.path)
 
-    def _open_faidx(self, kind: str) -> None:
+    def _open_faidx(self, kind: str) -> None:  # a BGZF file's end was checked by open_binary in __init__
         import pyfaidx
-
-        if kind == "bgzf":
-            check_bgzf_complete(self.path)
 
         fai = Path(str(self.path) + ".fai")
         gzi = Path(str(self.path) + ".gzi")
