@@ -238,3 +238,24 @@ def test_time_limit_inside_the_first_epoch_still_validates(tmp_path, two_genomes
     r = CliRunner().invoke(cli, ["predict", "--model", str(out), "--fasta", str(d / "A.fa"), "--out",
                                  str(tmp_path / "p")])
     assert r.exit_code == 0 and "best.safetensors, the best validated weights (step 1)" in r.output
+
+
+def test_genomes_that_share_contig_names(tmp_path):
+    (rec,) = read_fasta(ECOLI_BGZ)
+    for name, lo in (("one", 0), ("two", 40_000)):
+        (tmp_path / f"{name}.fa").write_text(f">chr1\n{rec.seq[lo:lo + 20_000].decode()}\n")
+        (tmp_path / f"{name}.bed").write_text("chr1\t500\t501\tp\t0\t+\nchr1\t19000\t19001\tq\t0\t+\n"
+                                             "chr1\t19500\t19501\tr\t0\t-\n")  # two in the held-out tenth
+    common = ["--set", "window_bp=2048", "--set", "batch_size=2", "--set", "d_model=16", "--set", "steps=2",
+              "--set", "val_every_steps=2"]
+    r = run("train", "--fasta", tmp_path / "one.fa", "--tss", tmp_path / "one.bed", "--fasta", tmp_path / "two.fa",
+            "--tss", tmp_path / "two.bed", "--out", tmp_path / "run", *common)
+    assert r.exit_code == 0, r.output
+    val = json.loads((tmp_path / "run" / "metrics.jsonl").read_text())["val"]
+    assert list(val["genomes"]) == ["one", "two"] and val["genomes"]["two"]["pooled"]["positives"] == 2
+    r = run("train", "--fasta", tmp_path / "one.fa", "--fasta", tmp_path / "two.fa", "--tss", tmp_path / "one.bed",
+            "--out", tmp_path / "merged", *common)
+    assert r.exit_code == 1 and "contig 'chr1' is in several genomes" in r.output
+    r = run("predict", "--model", tmp_path / "run", "--fasta", tmp_path / "one.fa", "--fasta", tmp_path / "two.fa",
+            "--out", tmp_path / "p")
+    assert r.exit_code == 1 and "predict one genome at a time" in r.output

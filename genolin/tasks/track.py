@@ -74,8 +74,7 @@ class TrackData:
             raise ValueError(f"window_bp ({window_bp}) must be a multiple of stride ({stride})")
         self.genomes = [genomes] if isinstance(genomes, Genome) else list(genomes)
         self.window_bp, self.k, self.stride, self.tolerance_bins = window_bp, k, stride, tolerance_bins
-        names = [c for g in self.genomes for c in g.lengths]
-        self.qualified = len(set(names)) < len(names)
+        self.qualified = bool(shared_contigs(self.genomes))
         self.lengths: dict[str, int] = {}
         self._genome_of: dict[str, Genome] = {}
         self._contig: dict[str, str] = {}  # key -> the contig's name in its FASTA
@@ -109,8 +108,7 @@ class TrackData:
         if len(tss_paths) > 1 and len(tss_paths) != len(genomes):
             raise InputError(None, f"give --tss once for all genomes or once per --fasta, in the same order "
                                    f"({len(fastas)} FASTA, {len(tss_paths)} BED)")
-        names = [c for g in genomes for c in g.lengths]
-        shared = sorted({c for c in names if names.count(c) > 1})
+        shared = shared_contigs(genomes)
         if shared and len(tss_paths) == 1:
             raise InputError(tss_paths[0], f"contig {shared[0]!r} is in several genomes, so one BED cannot name it: "
                                            f"give one --tss per --fasta")
@@ -235,6 +233,14 @@ def genome_name(path) -> str:
     for suffix in (".gz", ".bgz", ".bgzf", ".fa", ".fasta", ".fna", ".fas", ".faa"):
         name = name.removesuffix(suffix)
     return name or Path(path).name
+
+
+def shared_contigs(genomes: list[Genome]) -> list[str]:
+    """Contig names found in more than one of the genomes, sorted."""
+    from collections import Counter
+
+    counts = Counter(c for g in genomes for c in g.lengths)
+    return sorted(c for c, n in counts.items() if n > 1)
 
 
 def unique_genome_names(genomes: list[Genome]) -> list[str]:
