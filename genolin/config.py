@@ -96,8 +96,10 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 
 
 # Track presets: a schedule in optimizer steps that ends by the preset's time budget at the latest (max_minutes: the
-# cosine is stretched over the clock where steps would run past it). The recipe (hybrid mixer, 8 kb windows, lr 1e-3,
-# 100 warm-up steps) is the best of benchmarks/results/promoter_tracks_h200_2026-11-23 (leave one genome out).
+# cosine is stretched over the clock where steps would run past it). The recipe is the best of the leave-one-genome-
+# out benchmarks (benchmarks/results/promoter_tracks_h200*_2026-11-23): hybrid mixer, 8 kb windows, lr 1e-3, 100
+# warm-up steps, positives within +-24 bp of a TSS at training time (tolerance_bins 12 at stride 2, 6 at stride 4).
+# Step counts from runs alone on one H200 (small: 2089 steps in its first minute, base: 1284) and 2 CPU cores (tiny).
 PRESETS: dict[str, dict[str, dict]] = {
     # tiny: trains on 2 CPU cores (sequences: minutes; tracks: 10 minutes at most)
     "tiny": {
@@ -105,21 +107,22 @@ PRESETS: dict[str, dict[str, dict]] = {
                        model=dict(d_model=64, n_layers=2, n_heads=4, dropout=0.1, chunk_tokens=4096,
                                   favor_features=32)),
         "sequence": dict(k=4, stride=1, batch_size=64, epochs=15),
-        "track": dict(k=6, stride=4, window_bp=8192, batch_size=4, steps=2000, val_every_steps=250,
+        "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=4, steps=2000, val_every_steps=250,
                       warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
     # small: one GPU, 10 minutes for tracks
     "small": {
         "common": dict(lr=1e-3, warmup_steps=200, model=dict(d_model=128, n_layers=4, n_heads=4, favor_features=64)),
         "sequence": dict(k=6, stride=1, batch_size=64, epochs=15),
-        "track": dict(k=6, stride=2, window_bp=8192, batch_size=16, steps=12_000, val_every_steps=1000,
-                      warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
+        "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=20_000,
+                      val_every_steps=1000, warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
     # base: one GPU, 15 minutes for tracks
     "base": {
         "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
         "sequence": dict(k=6, stride=1, batch_size=32, epochs=30),
-        "track": dict(k=6, stride=2, window_bp=8192, batch_size=16, steps=10_000, val_every_steps=1000, lr=1e-3,
+        "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=18_000,
+                      val_every_steps=1000, lr=1e-3,
                       warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),
     },
 }

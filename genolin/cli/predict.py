@@ -11,17 +11,19 @@ import click
 @click.option("--csv", metavar="CSV", help="Sequences in a CSV/TSV 'sequence' column (sequence model).")
 @click.option("--out", required=True, metavar="OUT",
               help="Sequence model: the TSV to write. Track model: a prefix for OUT.plus.bedGraph, "
-                   "OUT.minus.bedGraph and OUT.peaks.bed.")
+                   "OUT.minus.bedGraph (or .bw) and OUT.peaks.bed.")
 @click.option("--rc-average/--no-rc-average", default=False,
               help="Average forward and reverse-complement predictions.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Decision probability: track calls, or the last class of a two-class classifier [default: the "
                    "run's threshold chosen on validation (max F1), else 0.5].")
+@click.option("--format", "track_format", type=click.Choice(["bedgraph", "bigwig"]), default="bedgraph",
+              help="Track: the per-strand values as OUT.plus/minus.bedGraph (text) or OUT.plus/minus.bw (bigWig).")
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Track: called promoters on one strand are at least this many bp apart.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-def predict(model_dir, fasta, csv, out, rc_average, threshold, min_distance, batch_size, device) -> None:
+def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, min_distance, batch_size, device) -> None:
     """Predict promoters with a trained model."""
     import logging
 
@@ -35,5 +37,5 @@ def predict(model_dir, fasta, csv, out, rc_average, threshold, min_distance, bat
     run = load_run(model_dir, device, batch_size=batch_size)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = PredictOptions(rc_average=rc_average, threshold=run.decision_threshold(threshold),
-                             min_distance_bp=min_distance)
+                             min_distance_bp=min_distance, track_format=track_format)
     logging.getLogger("genolin").info("%s", run_prediction(run, inputs, out, options))

@@ -1,45 +1,75 @@
-"""bedGraph output: one strand's per-bin values, written as they arrive in genome order.
+"""Per-bin track values as runs: bedGraph text out (``BedGraphWriter``); ``genolin.io.bigwig`` writes the same runs.
 
-Lines are ``contig<TAB>start<TAB>end<TAB>value`` (0-based, half-open) under a ``track type=bedGraph`` header that
-IGV and the UCSC browser read; values are rounded to 4 decimals and runs of equal values become one line.
+Values arrive in genome order, one piece of bins at a time (``Runs.add``); they are rounded to 4 decimals and
+neighbouring bins of equal value become one run ``(start, end, value)`` (0-based, half-open), also across pieces.
+bedGraph lines are ``contig<TAB>start<TAB>end<TAB>value`` under a ``track type=bedGraph`` header that IGV and the
+UCSC browser read.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+DECIMALS = 4
+
+Chunk = tuple[str, np.ndarray, np.ndarray, np.ndarray]  # contig, starts (n,) int64, ends (n,) int64, values (n,)
+
+
+class Runs:
+    """Merges pieces of per-bin values into runs of equal rounded values; a run stays open until it ends."""
+
+    def __init__(self):
+        self.open: list | None = None  # [contig, start, end, value] of the run that may continue
+
+    def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> list[Chunk]:
+        """Bins ``first_bin``.. of ``contig`` (``stride`` bp each; the last one ends at ``length``) -> the runs
+        that are now complete."""
+        values = np.round(np.asarray(values, dtype=np.float64), DECIMALS)
+        if not len(values):
+            return []
+        cut = np.flatnonzero(values[1:] != values[:-1]) + 1  # bins where a new run begins inside this piece
+        first = np.concatenate([[0], cut])
+        starts = (first_bin + first).astype(np.int64) * stride
+        ends = np.minimum((first_bin + np.concatenate([cut, [len(values)]])).astype(np.int64) * stride, length)
+        vals = values[first]
+        out: list[Chunk] = []
+        r = self.open
+        if r is not None and r[0] == contig and r[2] == starts[0] and r[3] == vals[0]:
+            starts[0] = r[1]  # the open run continues into this piece
+        elif r is not None:
+            out.append((r[0], np.array([r[1]], np.int64), np.array([r[2]], np.int64), np.array([r[3]])))
+        self.open = [contig, int(starts[-1]), int(ends[-1]), float(vals[-1])]
+        if len(starts) > 1:
+            out.append((contig, starts[:-1], ends[:-1], vals[:-1]))
+        return out
+
+    def flush(self) -> list[Chunk]:
+        """The open run, closed (at a contig's end)."""
+        r, self.open = self.open, None
+        return [] if r is None else [(r[0], np.array([r[1]], np.int64), np.array([r[2]], np.int64), np.array([r[3]]))]
+
 
 class BedGraphWriter:
-    """Bins arrive in order (contig by contig); runs of equal rounded values become one line."""
+    """One strand's bedGraph: pieces of bins in genome order (contig by contig), runs merged (``Runs``)."""
 
     def __init__(self, fh, name: str, color: str):
-        self.fh = fh
+        self.fh, self.runs = fh, Runs()
         fh.write(f'track type=bedGraph name="{name}" color={color} visibility=full autoScale=off '
                  f"viewLimits=0:1\n")
-        self.run: list | None = None  # [contig, start, end, value] not yet written
 
     def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> None:
-        """Bins ``first_bin``.. of ``contig`` (``stride`` bp each; the last one ends at ``length``)."""
-        values = np.round(values.astype(np.float64), 4)
-        if not len(values):
-            return
-        breaks = np.flatnonzero(np.diff(values)) + 1  # starts of runs of equal values inside this piece
-        starts = np.concatenate([[0], breaks])
-        ends = np.concatenate([breaks, [len(values)]])
-        lines = []
-        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-            start, end, v = (first_bin + s) * stride, min((first_bin + e) * stride, length), float(values[s])
-            r = self.run
-            if r is not None and r[0] == contig and r[2] == start and r[3] == v:
-                r[2] = end
-                continue
-            if r is not None:
-                lines.append(f"{r[0]}\t{r[1]}\t{r[2]}\t{r[3]:g}\n")
-            self.run = [contig, start, end, v]
-        self.fh.write("".join(lines))
+        self._write(self.runs.add(contig, first_bin, values, stride, length))
 
     def flush(self) -> None:
-        if self.run is not None:
-            contig, start, end, value = self.run
-            self.fh.write(f"{contig}\t{start}\t{end}\t{value:g}\n")
-            self.run = None
+        self._write(self.runs.flush())
+
+    def _write(self, chunks: list[Chunk]) -> None:
+        for contig, starts, ends, vals in chunks:
+            self.fh.write("".join(f"{contig}\t{s}\t{e}\t{v:g}\n"
+                                  for s, e, v in zip(starts.tolist(), ends.tolist(), vals.tolist(), strict=True)))
+
+    def close(self) -> None:
+        self.flush()
+
+
+__all__ = ["DECIMALS", "BedGraphWriter", "Runs"]

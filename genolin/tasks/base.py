@@ -60,6 +60,7 @@ class PredictOptions:
     rc_average: bool = False
     threshold: float = 0.5  # decision threshold: track calls; the last class of a two-class classifier
     min_distance_bp: int = 100  # track: calls on one strand at least this far apart
+    track_format: str = "bedgraph"  # track: per-strand values as bedgraph or bigwig
     progress: bool | None = None
 
 

@@ -288,6 +288,7 @@ def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> d
 
 
 CALL_DISTANCES_BP = (20, 100)
+TRACK_FORMATS = {"bedgraph": "bedGraph", "bigwig": "bw"}  # --format -> file suffix of OUT.plus / OUT.minus
 
 
 def _near(a: np.ndarray, b: np.ndarray, d: int) -> np.ndarray:
@@ -528,12 +529,19 @@ class TrackTask(Task):
 
     # -- outputs -----------------------------------------------------------------------------------------------
     def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions) -> str:
-        """OUT.plus.bedGraph, OUT.minus.bedGraph and OUT.peaks.bed for every contig of the genome(s)."""
+        """OUT.plus / OUT.minus (.bedGraph, or .bw with track_format "bigwig") and OUT.peaks.bed for every contig
+        of the genome(s)."""
+        import contextlib
+
         from genolin.io.atomic import atomic_open
         from genolin.io.bedgraph import BedGraphWriter
+        from genolin.io.bigwig import BigWigWriter
 
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
+        if options.track_format not in TRACK_FORMATS:
+            raise InputError(None, f"unknown track format {options.track_format!r}; choose from "
+                                   f"{', '.join(TRACK_FORMATS)}")
         data = TrackData.load(inputs.fasta, [], self.cfg)
         if data.qualified:
             raise InputError(None, "these genomes share contig names, which one bedGraph cannot tell apart: predict "
@@ -542,10 +550,14 @@ class TrackTask(Task):
         name = Path(prefix).name
         distance_bins = options.min_distance_bp // stride
         n_peaks, n_bins = 0, 0
-        with atomic_open(prefix + ".plus.bedGraph") as fp, atomic_open(prefix + ".minus.bedGraph") as fm, \
-                atomic_open(prefix + ".peaks.bed") as fb:
-            writers = (BedGraphWriter(fp, f"{name} + strand", "200,30,30"),
-                       BedGraphWriter(fm, f"{name} - strand", "30,30,200"))
+        paths = [f"{prefix}.{strand}.{TRACK_FORMATS[options.track_format]}" for strand in self.strands]
+        with contextlib.ExitStack() as stack:
+            if options.track_format == "bigwig":
+                writers = [stack.enter_context(BigWigWriter(p, data.lengths)) for p in paths]
+            else:
+                writers = [BedGraphWriter(stack.enter_context(atomic_open(p)), f"{name} {sign} strand", color)
+                           for p, sign, color in zip(paths, "+-", ("200,30,30", "30,30,200"), strict=True)]
+            fb = stack.enter_context(atomic_open(prefix + ".peaks.bed"))
             fb.write(f'track name="{name} promoters" description="genolin calls, threshold {options.threshold}" '
                      f"useScore=1\n")
             callers = (PeakCaller(options.threshold, distance_bins), PeakCaller(options.threshold, distance_bins))
@@ -567,9 +579,9 @@ class TrackTask(Task):
                 if final:
                     for w in writers:
                         w.flush()
-                    for n, (b, p, strand) in enumerate(sorted(contig_peaks), start=n_peaks + 1):
-                        fb.write(f"{contig}\t{b * stride}\t{min((b + 1) * stride, length)}\tpromoter_{n}\t"
-                                 f"{min(1000, int(round(1000 * p)))}\t{strand}\n")
+                    fb.write("".join(f"{contig}\t{b * stride}\t{min((b + 1) * stride, length)}\tpromoter_{n}\t"
+                                     f"{min(1000, int(round(1000 * p)))}\t{strand}\n"
+                                     for n, (b, p, strand) in enumerate(sorted(contig_peaks), start=n_peaks + 1)))
                     n_peaks += len(contig_peaks)
-        return (f"{len(data.lengths)} contig(s), {n_bins} bins, {n_peaks} promoters called -> {prefix}.plus.bedGraph, "
-                f"{prefix}.minus.bedGraph, {prefix}.peaks.bed")
+        return (f"{len(data.lengths)} contig(s), {n_bins} bins, {n_peaks} promoters called -> {paths[0]}, {paths[1]}, "
+                f"{prefix}.peaks.bed")

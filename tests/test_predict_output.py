@@ -1,0 +1,106 @@
+"""Track outputs of ``genolin predict``: run merging against a per-bin reference, bigWig equal to bedGraph on a
+genome of several contigs, and no partial bigWig when prediction fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyBigWig
+import pytest
+from click.testing import CliRunner
+from conftest import FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from genolin.cli import cli
+from genolin.io.bedgraph import Runs
+from genolin.io.fasta import read_fasta
+
+V1_TRACK = FIXTURES / "v1_runs" / "track_run"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["-q", *map(str, args)])
+
+
+def per_base(runs: list, lengths: dict[str, int]) -> dict[str, np.ndarray]:
+    out = {c: np.full(n, np.nan) for c, n in lengths.items()}
+    for contig, start, end, value in runs:
+        assert np.isnan(out[contig][start:end]).all(), "runs overlap"
+        out[contig][start:end] = value
+    return out
+
+
+def bedgraph_runs(path) -> list:
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("track type=bedGraph")
+    return [(c, int(s), int(e), float(v)) for c, s, e, v in (line.split("\t") for line in lines[1:])]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_runs_equal_the_bins_they_merge(data):
+    """Pieces of random values (few distinct, so runs cross piece ends) in contig order: the runs cover every base
+    once, carry the rounded bin value, and neighbouring runs of a contig differ in value."""
+    stride = data.draw(st.integers(1, 5))
+    lengths = {f"c{i}": data.draw(st.integers(1, 60)) for i in range(data.draw(st.integers(1, 3)))}
+    runs, chunks = Runs(), []
+    want = {}
+    for contig, length in lengths.items():
+        bins = -(-length // stride)
+        values = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.123449, 0.12345, 1.0]), min_size=bins,
+                                             max_size=bins)))
+        want[contig] = np.repeat(np.round(values, 4), stride)[:length]
+        cuts = sorted(data.draw(st.sets(st.integers(1, max(bins - 1, 1)), max_size=4))) if bins > 1 else []
+        for a, b in zip([0, *cuts], [*cuts, bins], strict=True):
+            chunks += runs.add(contig, a, values[a:b], stride, length)
+        chunks += runs.flush()
+    flat = [(c, s, e, v) for c, ss, ee, vv in chunks for s, e, v in zip(ss, ee, vv, strict=True)]
+    got = per_base(flat, lengths)
+    for contig in lengths:
+        np.testing.assert_array_equal(got[contig], want[contig])
+        mine = [r for r in flat if r[0] == contig]
+        assert all(a[3] != b[3] and a[2] == b[1] for a, b in zip(mine, mine[1:]))
+
+
+@pytest.fixture(scope="module")
+def two_contigs(tmp_path_factory):
+    """A genome of two contigs (12 kb and 7,001 bp, an odd length) cut from the bundled E. coli genome."""
+    from conftest import ECOLI_BGZ
+
+    (rec,) = read_fasta(ECOLI_BGZ)
+    d = tmp_path_factory.mktemp("two")
+    seqs = {"chrA": rec.seq[:12_000].decode(), "chrB": rec.seq[50_000:57_001].decode()}
+    (d / "g.fa").write_text("".join(f">{c}\n{s}\n" for c, s in seqs.items()))
+    return d / "g.fa", {c: len(s) for c, s in seqs.items()}
+
+
+def test_bigwig_holds_the_bedgraph_values(tmp_path, two_contigs):
+    fasta, lengths = two_contigs
+    r = run("predict", "--model", V1_TRACK, "--fasta", fasta, "--out", tmp_path / "bg", "--rc-average",
+            "--threshold", "0.0")
+    assert r.exit_code == 0, r.output
+    r = run("predict", "--model", V1_TRACK, "--fasta", fasta, "--out", tmp_path / "bw", "--rc-average",
+            "--threshold", "0.0", "--format", "bigwig")
+    assert r.exit_code == 0, r.output
+    peaks = [(tmp_path / f"{o}.peaks.bed").read_text().splitlines() for o in ("bg", "bw")]
+    assert peaks[0][1:] == peaks[1][1:] and len(peaks[0]) > 1
+    for strand in ("plus", "minus"):
+        want = per_base(bedgraph_runs(tmp_path / f"bg.{strand}.bedGraph"), lengths)
+        bw = pyBigWig.open(str(tmp_path / f"bw.{strand}.bw"))
+        assert bw.chroms() == lengths
+        for contig, n in lengths.items():
+            assert not np.isnan(want[contig]).any()
+            got = np.array(bw.values(contig, 0, n))
+            np.testing.assert_allclose(got, want[contig], rtol=0, atol=1e-7)
+            runs = bw.intervals(contig)  # merged as in the bedGraph: the same number of runs
+            assert len(runs) == sum(1 for c, *_ in bedgraph_runs(tmp_path / f"bg.{strand}.bedGraph") if c == contig)
+        bw.close()
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_failed_bigwig_prediction_leaves_nothing(tmp_path):
+    bad = tmp_path / "bad.fa"
+    bad.write_text(">chrA\n" + "ACGT" * 3000 + "\n>chrB\nACGTXYZ!\n")
+    r = run("predict", "--model", V1_TRACK, "--fasta", bad, "--out", tmp_path / "o", "--format", "bigwig")
+    assert r.exit_code != 0 and "Traceback" not in r.output and "bad.fa" in r.output, r.output
+    assert not list(tmp_path.glob("o*")) and not list(tmp_path.glob(".o*"))
