@@ -15,9 +15,12 @@ probabilities of the reverse-complemented input (for windows: bins reversed, str
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,19 +37,31 @@ from genolin.tasks import SequenceData, Task, TrackData, Window, get_task, pad_t
 log = logging.getLogger(__name__)
 
 Piece = tuple[str, int, np.ndarray]  # (contig, first bin, probs (n, 2))
+WINDOW_BATCH_TOKENS = {False: 2**15, True: 2**18}  # tokens per batch of genome windows: CPU, CUDA (RC doubles it)
 
 
 class Predictor:
-    """A model (in whatever train/eval mode the caller set) applied in batches, without gradients."""
+    """A model (in whatever train/eval mode the caller set) applied in batches, without gradients.
 
-    def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int):
+    On CUDA the model runs under bf16 autocast when the run trained with it (``amp``); genome windows are
+    tokenized on a background thread while the GPU works, and each batch's probabilities are copied back while
+    the next batch runs."""
+
+    def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
+                 amp: bool = False):
         self.model, self.task, self.device = model, task, device
         self.batch_size, self.max_tokens = batch_size, max_tokens
+        self.amp = amp and device.type == "cuda"
 
     @torch.no_grad()
+    def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Probabilities on the device, float32."""
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
+            out = self.model(ids.to(self.device, non_blocking=True), mask.to(self.device, non_blocking=True))
+        return self.task.probabilities(out).float()
+
     def _probs(self, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
-        out = self.model(ids.to(self.device), mask.to(self.device))
-        return self.task.probabilities(out).cpu().numpy()
+        return self._forward(ids, mask).cpu().numpy()
 
     # -- labelled or unlabelled sequences --------------------------------------------------------------------
     def sequence_probs(self, data: SequenceData, *, rc_average: bool = False) -> np.ndarray:
@@ -65,43 +80,85 @@ class Predictor:
     def region_probs(self, data: TrackData, regions: list[tuple[str, int, int]], *, rc_average: bool = False,
                      progress: bool | None = None) -> Iterator[Piece]:
         """Pieces covering bins a // stride .. ceil(b / stride) of every region (contig, a, b), in order."""
+        plan = self._plan(data, regions)
+        with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
+                          enabled=progress) as bar, ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(1) as model:
+            ready = deque(pool.submit(self._tokens, data, p, rc_average) for p in itertools.islice(plan, 2))
+            previous = None
+            while ready:
+                pending, bases, ids, mask = ready.popleft().result()
+                nxt = next(plan, None)
+                if nxt is not None:
+                    ready.append(pool.submit(self._tokens, data, nxt, rc_average))
+                running = self._launch(ids, mask, model)  # works on this batch while the last one is written
+                if previous is not None:
+                    yield from self._pieces(data, *previous, rc_average, bar)
+                previous = (pending, bases, running)
+            if previous is not None:
+                yield from self._pieces(data, *previous, rc_average, bar)
+
+    def _plan(self, data: TrackData, regions) -> Iterator[list[tuple[Window, int, int]]]:
+        """Batches of (window, keep_from, keep_to), bins absolute: windows of the training length overlapping by
+        2 * margin bins, each keeping its centre (a region's first and last window keep their outer edge)."""
         stride = data.stride
         nb = data.window_bp // stride
         margin = nb // 8
-        pending: list[tuple[Window, int, int]] = []  # (window, keep_from, keep_to) in absolute bins
-        with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
-                          enabled=progress) as bar:
-            for contig, a, b in regions:
-                first, end = a // stride, -(-b // stride)
-                b0 = keep_from = first
-                while keep_from < end:
-                    nbins = min(nb, end - b0)
-                    keep_to = end if b0 + nbins >= end else b0 + nb - margin
-                    pending.append((Window(contig, b0 * stride, nbins), keep_from, keep_to))
-                    keep_from, b0 = keep_to, max(keep_to - margin, first)
-                    if len(pending) == self.batch_size:
-                        yield from self._windows(data, pending, rc_average, bar)
-                        pending = []
-            if pending:
-                yield from self._windows(data, pending, rc_average, bar)
+        pending: list[tuple[Window, int, int]] = []
+        for contig, a, b in regions:
+            first, end = a // stride, -(-b // stride)
+            b0 = keep_from = first
+            while keep_from < end:
+                nbins = min(nb, end - b0)
+                keep_to = end if b0 + nbins >= end else b0 + nb - margin
+                pending.append((Window(contig, b0 * stride, nbins), keep_from, keep_to))
+                keep_from, b0 = keep_to, max(keep_to - margin, first)
+                if len(pending) == self.batch_size:
+                    yield pending
+                    pending = []
+        if pending:
+            yield pending
 
-    def _windows(self, data: TrackData, pending, rc_average: bool, bar) -> Iterator[Piece]:
+    def _tokens(self, data: TrackData, pending, rc_average: bool):
+        """(pending, bases, ids (B or 2B, T), mask): the windows' tokens, then (rc_average) their reverse
+        complements, in one batch."""
         bases = [data.bases(w) for w, _, _ in pending]
-        probs = self._window_probs(data, pending, bases, rc=False)
+        arrays = [data.tokens(w, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
         if rc_average:
-            rc = self._window_probs(data, pending, bases, rc=True)
-            probs = [0.5 * (p + r[::-1, ::-1]) for p, r in zip(probs, rc, strict=True)]
-        for (w, keep_from, keep_to), p, seq in zip(pending, probs, bases, strict=True):
-            p = p.copy()
+            arrays += [data.tokens(w, rc=True, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
+        ids, mask = pad_tokens(arrays)
+        if self.device.type == "cuda":
+            ids, mask = ids.pin_memory(), mask.pin_memory()
+        return pending, bases, ids, mask
+
+    def _launch(self, ids: torch.Tensor, mask: torch.Tensor, pool: ThreadPoolExecutor):
+        """Start the batch; returns what ``_pieces`` waits for: on CUDA a pinned host copy and its event (the GPU
+        runs on while Python goes on), on a CPU a future of the model thread (torch releases the GIL in its ops)."""
+        if self.device.type != "cuda":
+            return pool.submit(lambda: self._forward(ids, mask).numpy()), None
+        probs = self._forward(ids, mask)
+        host = torch.empty(probs.shape, dtype=probs.dtype, pin_memory=True)
+        host.copy_(probs, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        return host, done
+
+    def _pieces(self, data: TrackData, pending, bases, running, rc_average: bool, bar) -> Iterator[Piece]:
+        host, done = running
+        if done is not None:
+            done.synchronize()
+            host = host.numpy()
+        else:
+            host = host.result()
+        n = len(pending)
+        for i, ((w, keep_from, keep_to), seq) in enumerate(zip(pending, bases, strict=True)):
+            p = host[i, : w.bins]
+            if rc_average:  # the reverse complement's bins are reversed and its strands swapped
+                p = 0.5 * (p + host[n + i, : w.bins][::-1, ::-1])
+            p = np.array(p, dtype=np.float32)
             p[data.all_n_bins(w, seq)] = 0.0
             first = w.start // data.stride
             yield w.contig, keep_from, p[keep_from - first: keep_to - first]
             bar.update((keep_to - keep_from) * data.stride)
-
-    def _window_probs(self, data: TrackData, pending, bases, *, rc: bool) -> list[np.ndarray]:
-        arrays = [data.tokens(w, rc=rc, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
-        probs = self._probs(*pad_tokens(arrays))
-        return [probs[i, : len(a)] for i, a in enumerate(arrays)]
 
 
 @dataclass
@@ -136,8 +193,13 @@ def load_run(run_dir: str | os.PathLike, device: str = "auto", *, batch_size: in
     weights = ckpt.weights_for_inference(run_dir)
     meta = ckpt.load_weights(weights, model)
     model = model.to(dev).eval()
-    predictor = Predictor(model, task, dev, batch_size=batch_size or config.train.batch_size,
-                          max_tokens=config.train.max_tokens)
+    if batch_size is None:
+        batch_size = config.train.batch_size
+        if config.task == "track":  # genome windows: a batch of about WINDOW_BATCH_TOKENS tokens
+            window_tokens = config.train.window_bp // config.train.stride
+            batch_size = max(batch_size, WINDOW_BATCH_TOKENS[dev.type == "cuda"] // window_tokens)
+    predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
+                          amp=config.train.amp)
     what = "the best validated weights" if weights.name == ckpt.BEST else "the last weights (never validated)"
     log.info("model: %s, %s (step %s) on %s", weights, what, meta.get("step", "?"), dev)
     threshold = float(meta["threshold"]) if "threshold" in meta else None

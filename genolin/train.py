@@ -83,7 +83,7 @@ class Trainer:
             self.net = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.predictor = Predictor(self.model, self.task, self.device, batch_size=self.cfg.batch_size,
-                                   max_tokens=self.cfg.max_tokens)
+                                   max_tokens=self.cfg.max_tokens, amp=self.cfg.amp)
         self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0,
                       "done": False, "progress": 0.0}
         self._lock = ckpt.lock_run_dir(self.out) if self.dist.main else None  # released by close() or at exit

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 FEATURE_MAPS = ("elu", "relu", "exp", "favor")
 
@@ -30,9 +31,8 @@ def elementwise_features(x: torch.Tensor, feature_map: str) -> torch.Tensor:
     """phi(x) for "elu", "relu", "exp": (..., D) -> (..., D) in the accumulation dtype."""
     x = x.to(acc_dtype(x.dtype))
     if feature_map == "elu":
-        # exp only of the non-positive part: exp(x) for large x would overflow and its zero gradient times inf
-        # would give NaN in the unused branch of where().
-        return torch.where(x > 0, x + 1, torch.exp(x.clamp(max=0)))
+        # elu(x) + 1: x + 1 for x > 0, exp(x) otherwise (one fused kernel; elu never takes exp of a large x)
+        return F.elu(x) + 1
     if feature_map == "relu":
         return x.clamp(min=0)
     if feature_map == "exp":

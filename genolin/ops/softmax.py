@@ -48,14 +48,16 @@ def local_softmax_attention(
     b, n, h, _ = q.shape
     pad = -n % window
     mask = key_padding_mask
-    if mask is None:
-        mask = torch.ones(b, n, dtype=torch.bool, device=q.device)
     if pad:
         q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
+        if mask is None:
+            mask = torch.ones(b, n, dtype=torch.bool, device=q.device)
         mask = F.pad(mask, (0, pad), value=False)
     nw = (n + pad) // window
     qw, kw, vw = (t.reshape(b * nw, window, h, t.shape[-1]) for t in (q, k, v))
-    mw = mask.reshape(b * nw, window)
-    mw = mw | ~mw.any(dim=1, keepdim=True)  # windows of padding only: any finite output will do
+    mw = None  # no padding: no mask, so the attention kernel takes its fast path
+    if mask is not None:
+        mw = mask.reshape(b * nw, window)
+        mw = mw | ~mw.any(dim=1, keepdim=True)  # windows of padding only: any finite output will do
     o = softmax_attention(qw, kw, vw, key_padding_mask=mw, causal=causal)
     return o.reshape(b, n + pad, h, v.shape[-1])[:, :n]

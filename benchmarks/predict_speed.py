@@ -1,0 +1,200 @@
+"""Genome prediction speed: `genolin predict` of a track model over a genome, Mbp per second.
+
+Each row runs `genolin -q predict --model RUN --fasta GENOME --out P` in a fresh process and times it two ways:
+wall clock of the whole command (start-up, model load and writing included; what a user waits for) and the
+prediction alone after the model is loaded (the `predict` library call, reported by the child). Peak resident
+memory (RSS) of the child comes from wait4. The rows cover --rc-average off and on, bedGraph and bigWig, and the
+PyTorch reference attention (GENOLIN_ATTENTION_BACKEND=reference) beside the default backend for the ratio.
+
+The model: --model RUN, or a run of --preset trained for one step on the bundled E. coli genome (speed does not
+depend on the weights). The genome: --fasta (default the bundled E. coli K-12, 4.64 Mbp), tiled to at least
+--mbp megabases when given (real sequence; contigs tile1, tile2, ...).
+
+    python benchmarks/predict_speed.py --preset tiny --device cpu --out benchmarks/results/predict_speed_cpu
+    python benchmarks/predict_speed.py --preset base --device cuda --mbp 100 --out $OUT/predict_speed_h200
+
+Writes PREFIX.json (settings, machine, versions, date, rows) and PREFIX.md (the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ECOLI = REPO / "data" / "ecoli_k12" / "NC_000913.3.fa.bgz"
+ECOLI_TSS = REPO / "data" / "ecoli_k12" / "gene_starts.bed"
+
+CHILD = """
+import sys, time, json
+t0 = time.perf_counter()
+from genolin.config import DataSpec
+from genolin.inference import load_run
+from genolin.predict import PredictOptions, predict
+model, fasta, out, device, rc, fmt, batch = sys.argv[1:8]
+run = load_run(model, device, batch_size=int(batch) if batch != "0" else None)
+import torch
+if run.predictor.device.type == "cuda":
+    torch.cuda.synchronize()
+t1 = time.perf_counter()
+summary = predict(run, DataSpec("track", fasta=[fasta]), out,
+                  PredictOptions(rc_average=rc == "1", threshold=0.5, track_format=fmt, progress=False))
+t2 = time.perf_counter()
+peak = torch.cuda.max_memory_allocated() if run.predictor.device.type == "cuda" else None
+print(json.dumps({"load_s": t1 - t0, "predict_s": t2 - t1, "gpu_peak_bytes": peak,
+                  "batch_windows": run.predictor.batch_size, "summary": summary}))
+"""
+
+
+def genome_length(fasta: Path) -> int:
+    from genolin.io.fasta import Genome
+
+    return sum(Genome(fasta).lengths.values())
+
+
+def tiled(fasta: Path, mbp: float, work: Path) -> Path:
+    """The genome's sequence repeated into contigs of the source length until >= mbp megabases."""
+    from genolin.io.fasta import read_fasta
+
+    seqs = [rec.seq for rec in read_fasta(fasta)]
+    out = work / f"tiled_{mbp:g}mbp.fa"
+    total, n = 0, 0
+    with open(out, "wb") as fh:
+        while total < mbp * 1e6:
+            for s in seqs:
+                n += 1
+                fh.write(b">tile%d\n" % n)
+                fh.write(b"\n".join(s[i:i + 100] for i in range(0, len(s), 100)) + b"\n")
+                total += len(s)
+    return out
+
+
+def make_run(preset: str, device: str, work: Path) -> Path:
+    run = work / f"run_{preset}"
+    if not (run / "config.json").exists():
+        subprocess.run([sys.executable, "-m", "genolin", "-q", "train", "--fasta", str(ECOLI), "--tss", str(ECOLI_TSS),
+                        "--preset", preset, "--max-steps", "1", "--device", device, "--out", str(run)], check=True)
+    return run
+
+
+def one_row(args, run: Path, fasta: Path, bp: int, *, rc: bool, fmt: str, backend: str, work: Path) -> dict:
+    env = dict(os.environ)
+    if backend != "auto":
+        env["GENOLIN_ATTENTION_BACKEND"] = backend
+    out = work / f"pred_{int(rc)}_{fmt}_{backend}"
+    cmd = [sys.executable, "-c", CHILD, str(run), str(fasta), str(out), args.device, "1" if rc else "0", fmt,
+           str(args.batch_size)]
+    rss, stdout, wall = run_child(cmd, env)
+    child = json.loads(stdout.strip().splitlines()[-1])
+    row = {"rc_average": rc, "format": fmt, "backend": backend, "bp": bp, "wall_s": round(wall, 3),
+           "load_s": round(child["load_s"], 3), "predict_s": round(child["predict_s"], 3),
+           "wall_mbp_s": bp / wall / 1e6, "predict_mbp_s": bp / child["predict_s"] / 1e6,
+           "gpu_peak_gib": child["gpu_peak_bytes"] / 2**30 if child["gpu_peak_bytes"] else None,
+           "batch_windows": child["batch_windows"], "peak_rss_mib": round(rss, 1)}
+    for p in work.glob(out.name + "*"):
+        p.unlink()
+    return row
+
+
+def run_child(cmd: list[str], env: dict) -> tuple[float, str, float]:
+    """Run ``cmd``; (its peak RSS in MiB from wait4, its stdout, wall seconds)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd[:3])}...: {stderr[-2000:]}")
+    return usage.ru_maxrss / 1024, stdout, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="a track run directory (default: a --preset run trained one step)")
+    ap.add_argument("--preset", default="tiny", help="preset of the model made when --model is not given")
+    ap.add_argument("--fasta", default=str(ECOLI), help="genome to predict")
+    ap.add_argument("--mbp", type=float, default=None, help="tile the genome to at least this many Mbp")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--batch-size", type=int, default=0, help="windows per batch (0: predict's default)")
+    ap.add_argument("--formats", default="bedgraph,bigwig", help="track formats to time (with --rc-average)")
+    ap.add_argument("--reference", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time the PyTorch reference attention (GENOLIN_ATTENTION_BACKEND=reference)")
+    ap.add_argument("--work", default=None, help="folder for the run, the tiled genome and outputs")
+    ap.add_argument("--out", default="benchmarks/results/predict_speed", help="output prefix")
+    args = ap.parse_args()
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="predict_speed_"))
+    work.mkdir(parents=True, exist_ok=True)
+    run = Path(args.model) if args.model else make_run(args.preset, args.device, work)
+    fasta = tiled(Path(args.fasta), args.mbp, work) if args.mbp else Path(args.fasta)
+    bp = genome_length(fasta)
+    settings = [(False, "bedgraph", "auto"), (True, "bedgraph", "auto")]
+    settings += [(True, f, "auto") for f in args.formats.split(",") if f != "bedgraph"]
+    if args.reference:
+        settings.append((True, "bedgraph", "reference"))
+    rows = []
+    for rc, fmt, backend in settings:
+        row = one_row(args, run, fasta, bp, rc=rc, fmt=fmt, backend=backend, work=work)
+        rows.append(row)
+        print(f"rc {int(rc)} {fmt:8s} {backend:9s} wall {row['wall_s']:8.2f} s ({row['wall_mbp_s']:6.2f} Mbp/s)  "
+              f"predict {row['predict_s']:8.2f} s ({row['predict_mbp_s']:6.2f} Mbp/s)", flush=True)
+    # the exact command a user runs, with its peak memory
+    env = dict(os.environ)
+    rss, _, wall = run_child([sys.executable, "-m", "genolin", "-q", "predict", "--model", str(run), "--fasta",
+                                 str(fasta), "--device", args.device, "--out", str(work / "cli")], env)
+    cli = {"command": f"genolin predict --model RUN --fasta {Path(args.fasta).name} --device {args.device} --out P",
+           "wall_s": round(wall, 3), "wall_mbp_s": bp / wall / 1e6, "peak_rss_mib": round(rss, 1)}
+    print(f"CLI: {cli['wall_s']:.2f} s ({cli['wall_mbp_s']:.2f} Mbp/s), peak RSS {rss:.0f} MiB", flush=True)
+
+    import torch
+
+    from genolin import __version__
+    from genolin.checkpoint import read_run_config
+
+    cfg = read_run_config(run).train
+    meta = {"benchmark": "predict_speed", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+            "command": " ".join(["python benchmarks/predict_speed.py", *sys.argv[1:]]),
+            "model": {"preset": None if args.model else args.preset, "d_model": cfg.model.d_model,
+                      "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer, "k": cfg.k, "stride": cfg.stride,
+                      "window_bp": cfg.window_bp},
+            "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp}}
+    result = {"meta": meta, "rows": rows, "cli": cli}
+    prefix = Path(args.out)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    prefix.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    m = meta["model"]
+    lines = [f"# genolin predict speed ({meta['date']})", "",
+             f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin "
+             f"{meta['genolin']}; model {m['preset'] or 'given'}: d_model {m['d_model']}, {m['n_layers']} layers, "
+             f"{m['mixer']}, k {m['k']}, stride {m['stride']}, window {m['window_bp']:,} bp; genome "
+             f"{meta['genome']['fasta']} ({bp / 1e6:.2f} Mbp)", "", f"`{meta['command']}`", "",
+             "| RC average | format | attention | wall clock s | Mbp/s (wall) | predict s (after load) | Mbp/s | "
+             "GPU peak GiB | peak RSS MiB | windows / batch |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        gib = f"{r['gpu_peak_gib']:.2f}" if r["gpu_peak_gib"] is not None else ""
+        lines.append(f"| {'yes' if r['rc_average'] else 'no'} | {r['format']} | {r['backend']} | {r['wall_s']:.2f} | "
+                     f"{r['wall_mbp_s']:.2f} | {r['predict_s']:.2f} | {r['predict_mbp_s']:.2f} | {gib} | "
+                     f"{r['peak_rss_mib']:.0f} | {r['batch_windows']} |")
+    lines += ["", f"`{cli['command']}`: {cli['wall_s']:.2f} s wall clock ({cli['wall_mbp_s']:.2f} Mbp/s, start-up "
+              f"included), peak RSS {cli['peak_rss_mib']:.0f} MiB."]
+    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
