@@ -54,6 +54,16 @@ print(json.dumps({"load_s": t1 - t0, "predict_s": t2 - t1, "gpu_peak_bytes": pea
 """
 
 
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def genome_length(fasta: Path) -> int:
     from genolin.io.fasta import Genome
 
@@ -128,7 +138,9 @@ def main() -> None:
     ap.add_argument("--mbp", type=float, default=None, help="tile the genome to at least this many Mbp")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--batch-size", type=int, default=0, help="windows per batch (0: predict's default)")
-    ap.add_argument("--formats", default="bedgraph,bigwig", help="track formats to time (with --rc-average)")
+    ap.add_argument("--formats", default="bedgraph,bigwig",
+                    help="track formats to time, each without and with --rc-average (the first also for the "
+                         "reference attention and the plain command line)")
     ap.add_argument("--reference", action=argparse.BooleanOptionalAction, default=True,
                     help="also time the PyTorch reference attention (GENOLIN_ATTENTION_BACKEND=reference)")
     ap.add_argument("--work", default=None, help="folder for the run, the tiled genome and outputs")
@@ -140,10 +152,10 @@ def main() -> None:
     run = Path(args.model) if args.model else make_run(args.preset, args.device, work)
     fasta = tiled(Path(args.fasta), args.mbp, work) if args.mbp else Path(args.fasta)
     bp = genome_length(fasta)
-    settings = [(False, "bedgraph", "auto"), (True, "bedgraph", "auto")]
-    settings += [(True, f, "auto") for f in args.formats.split(",") if f != "bedgraph"]
+    formats = args.formats.split(",")
+    settings = [(rc, f, "auto") for f in formats for rc in (False, True)]
     if args.reference:
-        settings.append((True, "bedgraph", "reference"))
+        settings.append((True, formats[0], "reference"))
     rows = []
     for rc, fmt, backend in settings:
         row = one_row(args, run, fasta, bp, rc=rc, fmt=fmt, backend=backend, work=work)
@@ -152,9 +164,11 @@ def main() -> None:
               f"predict {row['predict_s']:8.2f} s ({row['predict_mbp_s']:6.2f} Mbp/s)", flush=True)
     # the exact command a user runs, with its peak memory
     env = dict(os.environ)
+    fmt = [] if formats[0] == "bedgraph" else ["--format", formats[0]]
     rss, _, wall = run_child([sys.executable, "-m", "genolin", "-q", "predict", "--model", str(run), "--fasta",
-                                 str(fasta), "--device", args.device, "--out", str(work / "cli")], env)
-    cli = {"command": f"genolin predict --model RUN --fasta {Path(args.fasta).name} --device {args.device} --out P",
+                              str(fasta), "--device", args.device, "--out", str(work / "cli"), *fmt], env)
+    cli = {"command": f"genolin predict --model RUN --fasta {fasta.name} --device {args.device} --out P "
+                      + " ".join(fmt),
            "wall_s": round(wall, 3), "wall_mbp_s": bp / wall / 1e6, "peak_rss_mib": round(rss, 1)}
     print(f"CLI: {cli['wall_s']:.2f} s ({cli['wall_mbp_s']:.2f} Mbp/s), peak RSS {rss:.0f} MiB", flush=True)
 
@@ -166,7 +180,7 @@ def main() -> None:
     cfg = read_run_config(run).train
     meta = {"benchmark": "predict_speed", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+            "cpu": cpu_name(), "cpu_count": os.cpu_count(),
             "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
             "command": " ".join(["python benchmarks/predict_speed.py", *sys.argv[1:]]),
             "model": {"preset": None if args.model else args.preset, "d_model": cfg.model.d_model,
