@@ -45,8 +45,15 @@ import torch
 if run.predictor.device.type == "cuda":
     torch.cuda.synchronize()
 t1 = time.perf_counter()
-summary = predict(run, DataSpec("track", fasta=[fasta]), out,
-                  PredictOptions(rc_average=rc == "1", threshold=0.5, track_format=fmt, progress=False))
+if fmt == "none":  # the model pipeline alone: windows, tokens, forward, probabilities; nothing written
+    from genolin.tasks.track import TrackData
+    data = TrackData.load([fasta], [], run.config.train)
+    bins = sum(len(p) for _, _, p in run.predictor.region_probs(data, data.whole(), rc_average=rc == "1",
+                                                                 progress=False))
+    summary = f"{bins} bins, not written"
+else:
+    summary = predict(run, DataSpec("track", fasta=[fasta]), out,
+                      PredictOptions(rc_average=rc == "1", threshold=0.5, track_format=fmt, progress=False))
 t2 = time.perf_counter()
 peak = torch.cuda.max_memory_allocated() if run.predictor.device.type == "cuda" else None
 print(json.dumps({"load_s": t1 - t0, "predict_s": t2 - t1, "gpu_peak_bytes": peak,
@@ -140,7 +147,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=0, help="windows per batch (0: predict's default)")
     ap.add_argument("--formats", default="bedgraph,bigwig",
                     help="track formats to time, each without and with --rc-average (the first also for the "
-                         "reference attention and the plain command line)")
+                         "reference attention); 'none' times the model pipeline without writing")
     ap.add_argument("--reference", action=argparse.BooleanOptionalAction, default=True,
                     help="also time the PyTorch reference attention (GENOLIN_ATTENTION_BACKEND=reference)")
     ap.add_argument("--work", default=None, help="folder for the run, the tiled genome and outputs")
@@ -164,7 +171,8 @@ def main() -> None:
               f"predict {row['predict_s']:8.2f} s ({row['predict_mbp_s']:6.2f} Mbp/s)", flush=True)
     # the exact command a user runs, with its peak memory
     env = dict(os.environ)
-    fmt = [] if formats[0] == "bedgraph" else ["--format", formats[0]]
+    written = [f for f in formats if f != "none"] or ["bedgraph"]
+    fmt = [] if written[0] == "bedgraph" else ["--format", written[0]]
     rss, _, wall = run_child([sys.executable, "-m", "genolin", "-q", "predict", "--model", str(run), "--fasta",
                               str(fasta), "--device", args.device, "--out", str(work / "cli"), *fmt], env)
     cli = {"command": f"genolin predict --model RUN --fasta {fasta.name} --device {args.device} --out P "

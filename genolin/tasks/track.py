@@ -377,14 +377,16 @@ class PeakCaller:
         end = self.offset + len(buf)
         decide_to = end if final else end - self.d
         d = self.d
-        padded = np.concatenate([np.full(d, -np.inf), buf, np.full(d, -np.inf)])
-        peaks = []
         lo, hi = self.decided - self.offset, decide_to - self.offset
-        for i in (np.flatnonzero(buf[lo:hi] >= self.threshold) + lo).tolist() if hi > lo else []:
-            j = i + d  # position in padded
-            p = padded[j]
-            if p > padded[j - d: j].max(initial=-np.inf) and p >= padded[j + 1: j + d + 1].max(initial=-np.inf):
-                peaks.append((self.offset + i, float(p)))
+        peaks = []
+        if hi > lo:
+            cand = np.flatnonzero(buf[lo:hi] >= self.threshold) + lo  # positions in buf
+            if len(cand) and d:
+                padded = np.concatenate([np.full(d, -np.inf), buf, np.full(d, -np.inf)])  # padded[j] = buf[j - d]
+                win = np.lib.stride_tricks.sliding_window_view(padded, d)  # win[j] = padded[j : j + d]
+                left, right = win[cand].max(axis=1), win[cand + d + 1].max(axis=1)  # buf[i-d:i], buf[i+1:i+d+1]
+                cand = cand[(buf[cand] > left) & (buf[cand] >= right)]
+            peaks = [(self.offset + i, float(buf[i])) for i in cand.tolist()]
         self.decided = max(self.decided, decide_to)
         new_offset = max(self.offset, self.decided - d)  # keep d bins of history before the undecided ones
         self.buf, self.offset = buf[new_offset - self.offset:], new_offset
