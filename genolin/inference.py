@@ -29,7 +29,7 @@ import torch
 
 from genolin import checkpoint as ckpt
 from genolin.checkpoint import RunConfig
-from genolin.device import pick_device
+from genolin.device import Dist, init_distributed, pick_device
 from genolin.model import Encoder
 from genolin.progress import progress_bar
 from genolin.tasks import SequenceData, Task, TrackData, Window, get_task, pad_tokens
@@ -48,10 +48,16 @@ class Predictor:
     the next batch runs."""
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
-                 amp: bool = False):
+                 amp: bool = False, dist: Dist | None = None):
         self.model, self.task, self.device = model, task, device
         self.batch_size, self.max_tokens = batch_size, max_tokens
         self.amp = amp and device.type == "cuda"
+        self.dist = dist or Dist()  # under torchrun: genome windows are shared out, rank 0 gets every result
+
+    @property
+    def writes(self) -> bool:
+        """Whether this process writes outputs (rank 0 of a torchrun launch, or the only process)."""
+        return self.dist.main
 
     @torch.no_grad()
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -79,7 +85,11 @@ class Predictor:
     # -- genome regions --------------------------------------------------------------------------------------
     def region_probs(self, data: TrackData, regions: list[tuple[str, int, int]], *, rc_average: bool = False,
                      progress: bool | None = None) -> Iterator[Piece]:
-        """Pieces covering bins a // stride .. ceil(b / stride) of every region (contig, a, b), in order."""
+        """Pieces covering bins a // stride .. ceil(b / stride) of every region (contig, a, b), in order (under
+        torchrun: on rank 0; the other ranks compute their share and yield nothing)."""
+        if self.dist.world > 1:
+            yield from self._region_probs_shared(data, regions, rc_average, progress)
+            return
         plan = self._plan(data, regions)
         with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
                           enabled=progress) as bar, ThreadPoolExecutor(1) as pool, ThreadPoolExecutor(1) as model:
@@ -96,6 +106,33 @@ class Predictor:
                 previous = (pending, bases, running)
             if previous is not None:
                 yield from self._pieces(data, *previous, rc_average, bar)
+
+    def _region_probs_shared(self, data: TrackData, regions, rc_average: bool, progress) -> Iterator[Piece]:
+        """torchrun: batch i of the plan runs on rank i % world; each round the ranks' probabilities (padded to
+        one shape) are gathered on rank 0, which yields the pieces in genome order."""
+        import torch.distributed as tdist
+
+        rank, world = self.dist.rank, self.dist.world
+        plan = list(self._plan(data, regions))
+        log.info("%d batches of windows shared over %d processes", len(plan), world)
+        shape = (self.batch_size * (2 if rc_average else 1), data.window_bp // data.stride, 2)
+        comm = self.device if self.device.type == "cuda" else torch.device("cpu")
+        with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
+                          enabled=progress if rank == 0 else False) as bar:
+            for first in range(0, len(plan), world):
+                mine = torch.zeros(shape, dtype=torch.float32, device=comm)
+                if first + rank < len(plan):
+                    _, _, ids, mask = self._tokens(data, plan[first + rank], rc_average)
+                    probs = self._forward(ids, mask)
+                    mine[: probs.shape[0], : probs.shape[1]] = probs
+                every = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
+                tdist.gather(mine, every, dst=0)
+                if rank == 0:
+                    for r, probs in enumerate(every[: len(plan) - first]):
+                        pending = plan[first + r]
+                        bases = [data.bases(w) for w, _, _ in pending]
+                        yield from self._pieces(data, pending, bases, (probs.cpu().numpy(), None), rc_average,
+                                                bar)
 
     def _plan(self, data: TrackData, regions) -> Iterator[list[tuple[Window, int, int]]]:
         """Batches of (window, keep_from, keep_to), bins absolute: windows of the training length overlapping by
@@ -147,7 +184,7 @@ class Predictor:
         if done is not None:
             done.synchronize()
             host = host.numpy()
-        else:
+        elif not isinstance(host, np.ndarray):
             host = host.result()
         n = len(pending)
         for i, ((w, keep_from, keep_to), seq) in enumerate(zip(pending, bases, strict=True)):
@@ -184,10 +221,13 @@ class Run:
         return value
 
 
-def load_run(run_dir: str | os.PathLike, device: str = "auto", *, batch_size: int | None = None) -> Run:
-    """The model of a run directory (best weights if training validated, else the last), in eval mode."""
+def load_run(run_dir: str | os.PathLike, device: str = "auto", *, batch_size: int | None = None,
+             distributed: bool = False) -> Run:
+    """The model of a run directory (best weights if training validated, else the last), in eval mode.
+    ``distributed``: under torchrun, join its process group and share genome windows out over the ranks."""
     config = ckpt.read_run_config(run_dir)
-    dev = pick_device(device)
+    dist = init_distributed(device) if distributed else Dist()
+    dev = pick_device(device, dist.local_rank)
     task = get_task(config.task, config.train, config.task_state)
     model = Encoder(config.train.model)
     weights = ckpt.weights_for_inference(run_dir)
@@ -199,7 +239,7 @@ def load_run(run_dir: str | os.PathLike, device: str = "auto", *, batch_size: in
             window_tokens = config.train.window_bp // config.train.stride
             batch_size = max(batch_size, WINDOW_BATCH_TOKENS[dev.type == "cuda"] // window_tokens)
     predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
-                          amp=config.train.amp)
+                          amp=config.train.amp, dist=dist)
     what = "the best validated weights" if weights.name == ckpt.BEST else "the last weights (never validated)"
     log.info("model: %s, %s (step %s) on %s", weights, what, meta.get("step", "?"), dev)
     threshold = float(meta["threshold"]) if "threshold" in meta else None

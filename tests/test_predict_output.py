@@ -130,3 +130,29 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs):
         np.testing.assert_allclose(got[w.contig][keep_from:keep_to], want[keep_from - first:keep_to - first],
                                    rtol=1e-5, atol=1e-6)
     assert not any(np.isnan(v).any() for v in got.values())
+
+
+def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, two_contigs):
+    """`torchrun --nproc-per-node 2 -m genolin predict` (gloo on CPU): batches shared out over the ranks (an odd
+    number of batches, so one rank idles in the last round), rank 0 writes; the files equal one process's."""
+    import os
+    import subprocess
+    import sys
+
+    fasta, _ = two_contigs
+    args = ["-q", "predict", "--model", str(V1_TRACK), "--fasta", str(fasta), "--device", "cpu", "--rc-average",
+            "--batch-size", "2", "--threshold", "0.0"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    one = subprocess.run([sys.executable, "-m", "genolin", *args, "--out", str(tmp_path / "one")], env=env,
+                         capture_output=True, text=True)
+    assert one.returncode == 0, one.stderr
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "-m", "genolin", *args[1:], "--out", str(tmp_path / "two")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    shared = [line for line in two.stderr.splitlines() if "shared over 2 processes" in line]
+    assert len(shared) == 1 and int(shared[0].split(" batches")[0].split()[-1]) % 2 == 1, two.stderr[-3000:]
+    for suffix in ("plus.bedGraph", "minus.bedGraph", "peaks.bed"):
+        a = (tmp_path / f"one.{suffix}").read_text().splitlines()
+        b = (tmp_path / f"two.{suffix}").read_text().splitlines()
+        assert a[1:] == b[1:] and len(a) > 2, suffix

@@ -34,8 +34,11 @@ def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, min
 
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
-    run = load_run(model_dir, device, batch_size=batch_size)
+    run = load_run(model_dir, device, batch_size=batch_size, distributed=True)  # torchrun: windows shared out
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = PredictOptions(rc_average=rc_average, threshold=run.decision_threshold(threshold),
                              min_distance_bp=min_distance, track_format=track_format)
-    logging.getLogger("genolin").info("%s", run_prediction(run, inputs, out, options))
+    try:
+        logging.getLogger("genolin").info("%s", run_prediction(run, inputs, out, options))
+    finally:
+        run.predictor.dist.close()

@@ -209,6 +209,8 @@ class SequenceTask(Task):
         fasta, csv = _one_source(inputs)
         if bool(fasta) == bool(csv):
             raise InputError(None, "give the sequences as --fasta or as --csv")
+        if not predictor.writes:  # torchrun: rank 0 scores every sequence (they are short)
+            return "rank 0 predicts"
         dataset = read_sequences(csv or fasta)
         if self.max_train_bp:
             long = [n for n in map(len, dataset.seqs) if n > 4 * self.max_train_bp]

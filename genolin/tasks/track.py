@@ -548,6 +548,10 @@ class TrackTask(Task):
         if data.qualified:
             raise InputError(None, "these genomes share contig names, which one bedGraph cannot tell apart: predict "
                                    "one genome at a time")
+        if not predictor.writes:  # a torchrun rank other than 0: its share of the windows, nothing written
+            for _ in predictor.region_probs(data, data.whole(), rc_average=options.rc_average, progress=False):
+                pass
+            return "windows computed for rank 0"
         stride, prefix = self.cfg.stride, str(out)
         name = Path(prefix).name
         distance_bins = options.min_distance_bp // stride
