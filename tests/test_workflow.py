@@ -68,13 +68,16 @@ def test_schema_violation_stops_with_its_message(tmp_path):
 
 @pytest.mark.slow
 def test_demo_end_to_end(tmp_path):
-    """snakemake --cores 2 in a copy of the project: model, metrics, report, genome track."""
+    """snakemake --cores 2 in a copy of the project: model, metrics, report, genome track (predicted per contig and
+    gathered: predict_options.scatter)."""
     work = tmp_path / "project"
     work.mkdir()
     for name in ("Snakefile", "workflows", "profiles", "data"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-    snakemake("--cores", "2", cwd=work)
+    config = work / "scatter.yaml"
+    config.write_text((work / "workflows" / "config" / "demo.yaml").read_text() + "  scatter: true\n")
+    snakemake("--cores", "2", "--configfile", str(config), cwd=work)
     results = work / "results"
     seq = json.loads((results / "eval" / "gue_tata" / "test" / "metrics.json").read_text())
     assert seq["n"] == 613 and seq["auroc"] > 0.6  # a trained classifier, better than chance
@@ -102,3 +105,48 @@ def test_demo_end_to_end(tmp_path):
     assert not (results / "tokens").exists()
     snakemake("--report", str(results / "report.html"), cwd=work)
     assert "genolin workflow" in (results / "report.html").read_text(errors="replace")
+
+
+def test_scatter_dry_run_plans_contig_jobs(tmp_path):
+    config = tmp_path / "scatter.yaml"
+    config.write_text((REPO / "workflows" / "config" / "demo.yaml").read_text() + "  scatter: true\n")
+    out = snakemake("-n", "--directory", str(REPO), "--configfile", str(config), "--config",
+                    f"results={tmp_path}/results")
+    text = out.stdout + out.stderr
+    assert "index_genome" in text and "gather_predictions" in text and "predict_genome" not in text
+
+
+def test_contig_predictions_gather_into_the_whole_genome_files(tmp_path):
+    """`genolin predict --contig` per contig, joined by workflows/scripts/gather_predictions.py, gives the files of
+    one whole-genome run, byte for byte (headers and promoter numbering included)."""
+    from click.testing import CliRunner
+    from conftest import ECOLI_BGZ, FIXTURES
+
+    from genolin.cli import cli
+    from genolin.io.fasta import read_fasta
+
+    sys.path.insert(0, str(REPO / "workflows" / "scripts"))
+    from gather_predictions import gather
+
+    (rec,) = read_fasta(ECOLI_BGZ)
+    contigs = {"c1": rec.seq[:9_000], "c 2|x": rec.seq[20_000:27_003], "c3": rec.seq[40_000:51_000]}
+    fasta = tmp_path / "g.fa"
+    fasta.write_text("".join(f">{c.split()[0]}\n{s.decode()}\n" for c, s in contigs.items()))
+    names = [c.split()[0] for c in contigs]
+    model = FIXTURES / "v1_runs" / "track_run"
+
+    def predict(*args):
+        r = CliRunner().invoke(cli, ["-q", "predict", "--model", str(model), "--fasta", str(fasta), "--rc-average",
+                                     "--threshold", "0.0", *map(str, args)])
+        assert r.exit_code == 0, r.output
+
+    predict("--out", tmp_path / "whole" / "g")
+    for i, name in enumerate(names):
+        predict("--contig", name, "--out", tmp_path / "parts" / str(i))
+    gather(str(tmp_path / "joined" / "g"), [str(tmp_path / "parts" / str(i)) for i in range(len(names))])
+    for suffix in ("plus.bedGraph", "minus.bedGraph", "peaks.bed"):
+        whole = (tmp_path / "whole" / f"g.{suffix}").read_text()
+        assert (tmp_path / "joined" / f"g.{suffix}").read_text() == whole and whole.count("\n") > 10, suffix
+    r = CliRunner().invoke(cli, ["-q", "predict", "--model", str(model), "--fasta", str(fasta), "--contig", "c9",
+                                 "--out", str(tmp_path / "bad")])
+    assert r.exit_code != 0 and "no contig 'c9'" in r.output and "g.fa" in r.output

@@ -19,11 +19,14 @@ import click
                    "run's threshold chosen on validation (max F1), else 0.5].")
 @click.option("--format", "track_format", type=click.Choice(["bedgraph", "bigwig"]), default="bedgraph",
               help="Track: the per-strand values as OUT.plus/minus.bedGraph (text) or OUT.plus/minus.bw (bigWig).")
+@click.option("--contig", "contigs", multiple=True, metavar="NAME",
+              help="Track: predict only this contig (repeatable; outputs keep the FASTA's order) [default: all].")
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Track: called promoters on one strand are at least this many bp apart.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, min_distance, batch_size, device) -> None:
+def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, contigs, min_distance, batch_size,
+            device) -> None:
     """Predict promoters with a trained model."""
     import logging
 
@@ -37,7 +40,8 @@ def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, min
     run = load_run(model_dir, device, batch_size=batch_size, distributed=True)  # torchrun: windows shared out
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = PredictOptions(rc_average=rc_average, threshold=run.decision_threshold(threshold),
-                             min_distance_bp=min_distance, track_format=track_format)
+                             min_distance_bp=min_distance, track_format=track_format,
+                             contigs=tuple(contigs))
     try:
         logging.getLogger("genolin").info("%s", run_prediction(run, inputs, out, options))
     finally:

@@ -61,6 +61,7 @@ class PredictOptions:
     threshold: float = 0.5  # decision threshold: track calls; the last class of a two-class classifier
     min_distance_bp: int = 100  # track: calls on one strand at least this far apart
     track_format: str = "bedgraph"  # track: per-strand values as bedgraph or bigwig
+    contigs: tuple[str, ...] = ()  # track: only these contigs (in the FASTA's order); () = all
     progress: bool | None = None
 
 

@@ -548,8 +548,16 @@ class TrackTask(Task):
         if data.qualified:
             raise InputError(None, "these genomes share contig names, which one bedGraph cannot tell apart: predict "
                                    "one genome at a time")
+        regions = data.whole()
+        if options.contigs:
+            missing = [c for c in options.contigs if c not in data.lengths]
+            if missing:
+                names = list(data.lengths)
+                raise InputError(inputs.fasta[0], f"no contig {missing[0]!r} (--contig); its contigs: "
+                                                  f"{', '.join(names[:5])}{', ...' if len(names) > 5 else ''}")
+            regions = [r for r in regions if r[0] in set(options.contigs)]
         if not predictor.writes:  # a torchrun rank other than 0: its share of the windows, nothing written
-            for _ in predictor.region_probs(data, data.whole(), rc_average=options.rc_average, progress=False):
+            for _ in predictor.region_probs(data, regions, rc_average=options.rc_average, progress=False):
                 pass
             return "windows computed for rank 0"
         stride, prefix = self.cfg.stride, str(out)
@@ -569,7 +577,7 @@ class TrackTask(Task):
             callers = (PeakCaller(options.threshold, distance_bins), PeakCaller(options.threshold, distance_bins))
             contig_peaks: list[tuple[int, float, str]] = []
             current = None
-            for contig, first, probs in predictor.region_probs(data, data.whole(), rc_average=options.rc_average,
+            for contig, first, probs in predictor.region_probs(data, regions, rc_average=options.rc_average,
                                                                progress=options.progress):
                 if contig != current:
                     current, contig_peaks = contig, []
@@ -589,5 +597,5 @@ class TrackTask(Task):
                                      f"{min(1000, int(round(1000 * p)))}\t{strand}\n"
                                      for n, (b, p, strand) in enumerate(sorted(contig_peaks), start=n_peaks + 1)))
                     n_peaks += len(contig_peaks)
-        return (f"{len(data.lengths)} contig(s), {n_bins} bins, {n_peaks} promoters called -> {paths[0]}, {paths[1]}, "
+        return (f"{len(regions)} contig(s), {n_bins} bins, {n_peaks} promoters called -> {paths[0]}, {paths[1]}, "
                 f"{prefix}.peaks.bed")

@@ -170,6 +170,33 @@ def predict_args(wildcards):
     return f"{threshold}--min-distance {o['min_distance']} {rc}"
 
 
+SCATTER = bool(config["predict_options"].get("scatter", False))
+
+
+def genome_contigs(genome):
+    """Contig names of a genome, in FASTA order, from the sizes file of the index_genome checkpoint."""
+    sizes = checkpoints.index_genome.get(genome=genome).output.sizes
+    with open(sizes) as fh:
+        return [line.split("\t")[0] for line in fh if line.strip()]
+
+
+def part_contig(wildcards, input):
+    """The contig of part number {part} (its line in the sizes file), quoted for the shell."""
+    with open(input.sizes) as fh:
+        names = [line.split("\t")[0] for line in fh if line.strip()]
+    return shlex.quote(names[int(wildcards.part)])
+
+
+def contig_part_prefixes(wildcards):
+    base = f"{RESULTS}/predictions/{wildcards.model}/{wildcards.genome}.parts"
+    return [f"{base}/{i}" for i in range(len(genome_contigs(wildcards.genome)))]
+
+
+def contig_part_peaks(wildcards):
+    return [p + suffix for p in contig_part_prefixes(wildcards) for suffix in (".plus.bedGraph", ".minus.bedGraph",
+                                                                               ".peaks.bed")]
+
+
 # --- paths derived from a rule's outputs (so they hold without a shared filesystem) ---
 
 

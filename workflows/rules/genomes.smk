@@ -1,7 +1,8 @@
 # Genomes: validate and index every FASTA (writes its contig sizes; training and prediction read it through the index).
+# A checkpoint: with predict_options.scatter the contig list it writes decides the prediction jobs.
 
 
-rule index_genome:
+checkpoint index_genome:
     input:
         fasta=genome_fasta,
     output:

@@ -1,23 +1,70 @@
-# Genome predictions: every track model listed under predict: applied to its genome.
+# Genome predictions: every track model listed under predict: applied to its genome, in one job, or with
+# predict_options.scatter one job per contig (`genolin predict --contig`) joined by gather_predictions.py into the
+# same three files.
 
 
-rule predict_genome:
-    input:
-        model=f"{RESULTS}/models/{{model}}",
-        fasta=genome_fasta,
-        sizes=f"{RESULTS}/genomes/{{genome}}.sizes",
-    output:
-        plus=f"{RESULTS}/predictions/{{model}}/{{genome}}.plus.bedGraph",
-        minus=f"{RESULTS}/predictions/{{model}}/{{genome}}.minus.bedGraph",
-        peaks=f"{RESULTS}/predictions/{{model}}/{{genome}}.peaks.bed",
-    params:
-        args=predict_args,
-        prefix=prediction_prefix,
-        device=config["device"],
-    log:
-        f"{RESULTS}/logs/predict/{{model}}.{{genome}}.log",
-    conda:
-        ENV
-    shell:
-        "genolin predict --model {input.model} --fasta {input.fasta} --out {params.prefix} {params.args} "
-        "--device {params.device} > {log} 2>&1"
+if not SCATTER:
+
+    rule predict_genome:
+        input:
+            model=f"{RESULTS}/models/{{model}}",
+            fasta=genome_fasta,
+            sizes=f"{RESULTS}/genomes/{{genome}}.sizes",
+        output:
+            plus=f"{RESULTS}/predictions/{{model}}/{{genome}}.plus.bedGraph",
+            minus=f"{RESULTS}/predictions/{{model}}/{{genome}}.minus.bedGraph",
+            peaks=f"{RESULTS}/predictions/{{model}}/{{genome}}.peaks.bed",
+        params:
+            args=predict_args,
+            prefix=prediction_prefix,
+            device=config["device"],
+        log:
+            f"{RESULTS}/logs/predict/{{model}}.{{genome}}.log",
+        conda:
+            ENV
+        shell:
+            "genolin predict --model {input.model} --fasta {input.fasta} --out {params.prefix} {params.args} "
+            "--device {params.device} > {log} 2>&1"
+
+else:
+
+    rule predict_contig:
+        input:
+            model=f"{RESULTS}/models/{{model}}",
+            fasta=genome_fasta,
+            sizes=f"{RESULTS}/genomes/{{genome}}.sizes",
+        output:
+            plus=temp(f"{RESULTS}/predictions/{{model}}/{{genome}}.parts/{{part}}.plus.bedGraph"),
+            minus=temp(f"{RESULTS}/predictions/{{model}}/{{genome}}.parts/{{part}}.minus.bedGraph"),
+            peaks=temp(f"{RESULTS}/predictions/{{model}}/{{genome}}.parts/{{part}}.peaks.bed"),
+        wildcard_constraints:
+            part=r"\d+",
+        params:
+            args=predict_args,
+            prefix=prediction_prefix,
+            device=config["device"],
+            contig=part_contig,
+        log:
+            f"{RESULTS}/logs/predict/{{model}}.{{genome}}.{{part}}.log",
+        conda:
+            ENV
+        shell:
+            "genolin predict --model {input.model} --fasta {input.fasta} --contig {params.contig} "
+            "--out {params.prefix} {params.args} --device {params.device} > {log} 2>&1"
+
+    rule gather_predictions:
+        input:
+            parts=contig_part_peaks,
+        output:
+            plus=f"{RESULTS}/predictions/{{model}}/{{genome}}.plus.bedGraph",
+            minus=f"{RESULTS}/predictions/{{model}}/{{genome}}.minus.bedGraph",
+            peaks=f"{RESULTS}/predictions/{{model}}/{{genome}}.peaks.bed",
+        params:
+            prefix=prediction_prefix,
+            parts=contig_part_prefixes,
+        log:
+            f"{RESULTS}/logs/predict/{{model}}.{{genome}}.gather.log",
+        conda:
+            ENV
+        script:
+            "../scripts/gather_predictions.py"
