@@ -5,7 +5,8 @@ whole-genome ``genolin predict`` writes: OUT.plus.bedGraph, OUT.minus.bedGraph, 
 
 bedGraph: the first part's header (with the track renamed after OUT), then every part's lines. Peaks: one header,
 the calls renumbered promoter_1, promoter_2, ... in order, as a whole-genome run numbers them. Each output is
-written under a temporary name and renamed when complete. Also runs as a Snakemake ``script:`` (which prepends its own code, so no ``from __future__`` import here).
+written under a temporary name and renamed when complete. Also runs as a Snakemake ``script:`` (which prepends
+its own code, so no ``from __future__`` import here).
 """
 
 import os
