@@ -20,7 +20,8 @@ Mixers (``EncoderConfig.mixer``):
 Memory: with gradients off and N > ``chunk_tokens`` the forward pass streams every sub-layer over chunks of
 tokens (norm, convolution, projections, attention state, MLP), so peak memory is a few (N, d) activations.
 Training uses the plain path (the attention op itself still works in chunks); ``checkpointing`` recomputes each
-block in the backward pass. ``causal=True`` gives a left-to-right encoder with a step API (``init_state`` /
+block in the backward pass, ``checkpoint_mlp`` only each block's norm + MLP (the activations that take the most
+memory: 2 x hidden + hidden = about 8 d per token, against the mixer's few d). ``causal=True`` gives a left-to-right encoder with a step API (``init_state`` /
 ``step``) whose outputs equal the parallel ones.
 """
 
@@ -67,7 +68,8 @@ class EncoderConfig:
     track_channels: int = 0  # 0: no track head
     pooling: str = "mean"  # mean | attention
     chunk_tokens: int = 16384  # per chunk, for the attention op and for streaming inference
-    checkpointing: bool = False
+    checkpointing: bool = False  # training: recompute each whole block in the backward pass (least memory)
+    checkpoint_mlp: bool = False  # training: recompute only each block's norm + MLP (its largest activations)
     eps: float = 1e-6
     seed: int = 0  # FAVOR+ draws derive from it
     pad_id: int = 0
@@ -267,6 +269,7 @@ class Mixer(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: EncoderConfig, layer: int):
         super().__init__()
+        self.checkpoint_mlp = cfg.checkpoint_mlp and not cfg.checkpointing  # inside a whole-block recompute: no use
         self.norm1 = nn.RMSNorm(cfg.d_model)
         self.conv = ShortConv(cfg.d_model, cfg.conv_kernel, cfg.causal)
         self.mixer = Mixer(cfg, layer)
@@ -278,6 +281,12 @@ class Block(nn.Module):
         if mask is not None:
             h = h * mask.unsqueeze(-1).to(h.dtype)  # padding must not reach real tokens through the convolution
         x = x + self.mixer(self.conv(h), mask)
+        if self.checkpoint_mlp and self.training and torch.is_grad_enabled():
+            # the MLP's (B, N, 2 * hidden) and (B, N, hidden) activations are not kept: recomputed in backward
+            return checkpoint(self._mlp_residual, x, use_reentrant=False)
+        return self._mlp_residual(x)
+
+    def _mlp_residual(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.mlp(self.norm2(x))
 
     @torch.no_grad()

@@ -1,0 +1,152 @@
+"""One training step of the encoder (forward, backward, AdamW) at long N: time and peak memory per recompute mode.
+
+Modes: "none" (every activation kept), "mlp" (`checkpoint_mlp`: each block's norm + MLP recomputed in backward),
+"block" (`checkpointing`: whole blocks recomputed). Base encoder by default (6 layers, d_model 256, 8 heads,
+hybrid mixer, track head), batch 1, bf16 autocast on CUDA (float32 on a CPU), attention backend "auto" (Triton on
+CUDA) and the PyTorch reference (GENOLIN_ATTENTION_BACKEND=reference) in the same run for the ratio. Peak memory:
+torch.cuda.max_memory_allocated on CUDA; on a CPU the bytes autograd keeps for backward (saved-tensor hooks),
+the part that recompute changes. Each point: --warmup untimed steps, then the median of --repeats.
+
+    python benchmarks/train_step.py --device cuda --n 100000 1000000 --out benchmarks/results/train_step_h200
+    python benchmarks/train_step.py --device cpu --n 8192 32768 --out benchmarks/results/train_step_cpu
+
+Writes PREFIX.json and PREFIX.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from genolin import __version__
+from genolin.model import Encoder, EncoderConfig
+
+
+def step_fn(model: Encoder, opt: torch.optim.Optimizer, ids: torch.Tensor, amp: bool):
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            out = model(ids)
+            loss = out.track.float().square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def kept_bytes(fn) -> int:
+    total = [0]
+
+    def pack(t):
+        total[0] += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return total[0]
+
+
+def measure(args, n: int, mode: str, backend: str) -> dict:
+    if backend == "reference":
+        os.environ["GENOLIN_ATTENTION_BACKEND"] = "reference"
+    else:
+        os.environ.pop("GENOLIN_ATTENTION_BACKEND", None)
+    dev = torch.device(args.device)
+    torch.manual_seed(0)
+    cfg = EncoderConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, mixer=args.mixer,
+                        n_classes=0, track_channels=2, checkpointing=mode == "block", checkpoint_mlp=mode == "mlp",
+                        chunk_tokens=args.chunk)
+    model = Encoder(cfg).to(dev).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
+    ids = torch.randint(5, cfg.vocab_size, (1, n), device=dev)
+    amp = dev.type == "cuda"
+    step = step_fn(model, opt, ids, amp)
+    row = {"n": n, "mode": mode, "backend": backend}
+    try:
+        for _ in range(args.warmup):
+            step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        times = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        row["ms"] = statistics.median(times) * 1e3
+        if dev.type == "cuda":
+            row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        else:
+            row["kept_gib"] = kept_bytes(lambda m=model: m(ids).track) / 2**30
+    except torch.OutOfMemoryError:
+        row["error"] = "out of memory"
+    del model, opt
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--n", type=int, nargs="+", default=[100_000, 1_000_000], help="tokens per step (batch 1)")
+    ap.add_argument("--modes", default="none,mlp,block", help="recompute modes")
+    ap.add_argument("--reference", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time the PyTorch reference attention")
+    ap.add_argument("--mixer", default="hybrid")
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--chunk", type=int, default=16384, help="chunk_tokens of the attention op")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", default="benchmarks/results/train_step", help="output prefix")
+    args = ap.parse_args()
+
+    rows = []
+    backends = ["auto"] + (["reference"] if args.reference else [])
+    for n in args.n:
+        for backend in backends:
+            for mode in args.modes.split(","):
+                row = measure(args, n, mode, backend)
+                rows.append(row)
+                mem = row.get("peak_gib", row.get("kept_gib"))
+                print(f"N {n:>9,}  {backend:9s} {mode:5s}  " + (row.get("error") or
+                      f"{row['ms']:9.1f} ms  {mem:7.2f} GiB"), flush=True)
+    meta = {"benchmark": "train_step", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.machine(),
+            "cpu_count": os.cpu_count(), "args": vars(args),
+            "memory": "torch.cuda.max_memory_allocated" if args.device == "cuda" else
+                      "bytes autograd keeps for backward (saved-tensor hooks)"}
+    prefix = Path(args.out)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    mem_name = "peak GiB" if args.device == "cuda" else "kept for backward, GiB"
+    lines = [f"# Encoder training step ({meta['date']})", "",
+             f"{meta['device']}, torch {meta['torch']}, genolin {meta['genolin']}; d_model {args.d_model}, "
+             f"{args.layers} layers, {args.heads} heads, {args.mixer}, batch 1, "
+             f"{'bf16 autocast' if args.device == 'cuda' else 'float32'}, AdamW; median of {args.repeats} steps", "",
+             "`python benchmarks/train_step.py " + " ".join(sys.argv[1:]) + "`", "",
+             "| N | attention | recompute | step ms | " + mem_name + " |", "|---:|---|---|---:|---:|"]
+    for r in rows:
+        mem = r.get("peak_gib", r.get("kept_gib"))
+        cells = (r["error"], "") if "error" in r else (f"{r['ms']:.1f}", f"{mem:.2f}")
+        lines.append(f"| {r['n']:,} | {r['backend']} | {r['mode']} | {cells[0]} | {cells[1]} |")
+    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
