@@ -21,8 +21,8 @@ Memory: with gradients off and N > ``chunk_tokens`` the forward pass streams eve
 tokens (norm, convolution, projections, attention state, MLP), so peak memory is a few (N, d) activations.
 Training uses the plain path (the attention op itself still works in chunks); ``checkpointing`` recomputes each
 block in the backward pass, ``checkpoint_mlp`` only each block's norm + MLP (the activations that take the most
-memory: 2 x hidden + hidden = about 8 d per token, against the mixer's few d). ``causal=True`` gives a left-to-right encoder with a step API (``init_state`` /
-``step``) whose outputs equal the parallel ones.
+memory: 2 x hidden + hidden = about 8 d per token, against the mixer's few d). ``causal=True`` gives a
+left-to-right encoder with a step API (``init_state`` / ``step``) whose outputs equal the parallel ones.
 """
 
 from __future__ import annotations
