@@ -1,3 +1,4 @@
 from genolin.cli import main
 
-main()
+if __name__ == "__main__":  # also keeps spawned child processes (bigWig writers) from running the CLI
+    main()

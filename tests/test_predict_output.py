@@ -156,3 +156,15 @@ def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, two_contig
         a = (tmp_path / f"one.{suffix}").read_text().splitlines()
         b = (tmp_path / f"two.{suffix}").read_text().splitlines()
         assert a[1:] == b[1:] and len(a) > 2, suffix
+
+
+def test_bigwig_that_cannot_be_written_is_one_clear_error(tmp_path, two_contigs):
+    """The bigWig writers run in child processes: their failure comes back as the usual one-line error naming
+    the output, with a non-zero exit and nothing written."""
+    fasta, _ = two_contigs
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder\n")
+    r = run("predict", "--model", V1_TRACK, "--fasta", fasta, "--out", blocker / "o", "--format", "bigwig")
+    assert r.exit_code != 0 and "Traceback" not in r.output and "internal error" not in r.output, r.output
+    assert str(blocker / "o") in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -537,7 +537,7 @@ class TrackTask(Task):
 
         from genolin.io.atomic import atomic_open
         from genolin.io.bedgraph import BedGraphWriter
-        from genolin.io.bigwig import BigWigWriter
+        from genolin.io.bigwig import BackgroundBigWigWriter
 
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
@@ -567,7 +567,7 @@ class TrackTask(Task):
         paths = [f"{prefix}.{strand}.{TRACK_FORMATS[options.track_format]}" for strand in self.strands]
         with contextlib.ExitStack() as stack:
             if options.track_format == "bigwig":
-                writers = [stack.enter_context(BigWigWriter(p, data.lengths)) for p in paths]
+                writers = [stack.enter_context(BackgroundBigWigWriter(p, data.lengths)) for p in paths]
             else:
                 writers = [BedGraphWriter(stack.enter_context(atomic_open(p)), f"{name} {sign} strand", color)
                            for p, sign, color in zip(paths, "+-", ("200,30,30", "30,30,200"), strict=True)]
