@@ -1,0 +1,176 @@
+"""GUE promoter tasks: genolin trained from scratch against a bag-of-k-mers logistic regression, same splits, same run.
+
+Tasks (../shared/data/gue, DNABERT-2's GUE; the four with a training split): prom_core_all, prom_core_notata,
+prom_core_tata (70 bp), prom_300_tata (300 bp). For each task:
+- baseline: counts of every k-mer for k = 1..6 (L1-normalised per k), scikit-learn LogisticRegression with C chosen
+  on dev from a small grid, test MCC at 0.5;
+- genolin: `genolin train --csv train --val-csv dev --preset P` (model chosen on dev MCC) for each seed, then
+  `genolin evaluate --model RUN --csv test --rc-average`; mean and spread of test MCC over the seeds.
+Prints test MCC x 100 beside the published figures quoted in the project's issue 15 (prom_core_all only; the
+others are left blank until sourced) and writes PREFIX.json and PREFIX.md.
+
+    python benchmarks/gue_promoters.py --tasks prom_core_tata --preset tiny --device cpu --seeds 0,1,2
+    python benchmarks/gue_promoters.py --preset base --device cuda --max-minutes 15 --out $OUT/gue_h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+TASKS = ("prom_core_all", "prom_core_notata", "prom_core_tata", "prom_300_tata")
+PUBLISHED = {  # test MCC x 100, as quoted in issue 15 (DNABERT-2 paper's table)
+    "prom_core_all": {"DNABERT (3-mer)": 70.92, "NT-2500M-multi": 70.33, "DNABERT-2": 69.37},
+}
+
+
+def read_csv(path: Path) -> tuple[list[str], np.ndarray]:
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",")
+    si, li = header.index("sequence"), header.index("label")
+    rows = [line.split(",") for line in lines[1:] if line]
+    return [r[si] for r in rows], np.array([int(r[li]) for r in rows])
+
+
+def kmer_features(seqs: list[str], ks=range(1, 7)):
+    """(n, sum 4^k) float32: per k, k-mer counts divided by the number of k-mers (non-ACGT k-mers skipped)."""
+    from scipy import sparse
+
+    from genolin.tokenize import N_SPECIAL, UNK, kmer_ids
+
+    blocks = []
+    for k in ks:
+        rows, cols = [], []
+        for i, s in enumerate(seqs):
+            ids = kmer_ids(s, k)
+            ids = ids[ids != UNK] - N_SPECIAL
+            rows.append(np.full(len(ids), i))
+            cols.append(ids)
+        r, c = np.concatenate(rows), np.concatenate(cols)
+        m = sparse.csr_matrix((np.ones(len(r), np.float32), (r, c)), shape=(len(seqs), 4**k))
+        norm = np.asarray(m.sum(axis=1)).ravel()
+        blocks.append(sparse.diags(1.0 / np.maximum(norm, 1)) @ m)
+    return sparse.hstack(blocks).tocsr()
+
+
+def kmer_baseline(task_dir: Path) -> dict:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import matthews_corrcoef, roc_auc_score
+
+    t0 = time.perf_counter()
+    data = {s: read_csv(task_dir / f"{s}.csv") for s in ("train", "dev", "test")}
+    x = {s: kmer_features(seqs) for s, (seqs, _) in data.items()}
+    best = None
+    for c in (0.1, 1.0, 10.0, 100.0):
+        clf = LogisticRegression(C=c, max_iter=2000).fit(x["train"], data["train"][1])
+        dev_mcc = matthews_corrcoef(data["dev"][1], clf.predict(x["dev"]))
+        if best is None or dev_mcc > best[0]:
+            best = (dev_mcc, c, clf)
+    dev_mcc, c, clf = best
+    p = clf.predict_proba(x["test"])[:, 1]
+    y = data["test"][1]
+    return {"C": c, "dev_mcc": dev_mcc, "test_mcc": matthews_corrcoef(y, p >= 0.5), "test_auroc": roc_auc_score(y, p),
+            "seconds": time.perf_counter() - t0}
+
+
+def genolin_run(args, task_dir: Path, seed: int, work: Path) -> dict:
+    run = work / f"{task_dir.name}_seed{seed}"
+    py = [sys.executable, "-m", "genolin", "-q"]
+    t0 = time.perf_counter()
+    if not (run / "best.safetensors").exists():
+        extra = [a for kv in args.set for a in ("--set", kv)]
+        if args.max_minutes:
+            extra += ["--max-minutes", str(args.max_minutes)]
+        subprocess.run([*py, "train", "--csv", str(task_dir / "train.csv"), "--val-csv", str(task_dir / "dev.csv"),
+                        "--preset", args.preset, "--device", args.device, "--seed", str(seed), *extra,
+                        "--out", str(run)], check=True)
+    train_s = time.perf_counter() - t0
+    out = run / "eval_test"
+    subprocess.run([*py, "evaluate", "--model", str(run), "--csv", str(task_dir / "test.csv"), "--rc-average",
+                    "--device", args.device, "--out", str(out)], check=True)
+    m = json.loads((out / "metrics.json").read_text())
+    return {"seed": seed, "test_mcc": m["mcc"], "test_auroc": m.get("auroc"), "train_seconds": round(train_s, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gue", default=str(REPO.parent / "shared" / "data" / "gue"), help="the GUE folder")
+    ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--max-minutes", type=float, default=None, help="training time limit per run")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="settings for every run")
+    ap.add_argument("--no-genolin", dest="genolin", action="store_false", help="the baseline only")
+    ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
+    ap.add_argument("--out", default="benchmarks/results/gue_promoters", help="output prefix")
+    args = ap.parse_args()
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="gue_"))
+    work.mkdir(parents=True, exist_ok=True)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows = []
+    for task in args.tasks.split(","):
+        task_dir = Path(args.gue) / task
+        if not (task_dir / "train.csv").exists():
+            raise SystemExit(f"{task_dir / 'train.csv'}: not found (give --gue, the GUE folder)")
+        row = {"task": task, "baseline": kmer_baseline(task_dir), "genolin": []}
+        print(f"{task:17s} k-mer LR test MCC x100 {100 * row['baseline']['test_mcc']:6.2f}", flush=True)
+        if args.genolin:
+            for seed in seeds:
+                r = genolin_run(args, task_dir, seed, work)
+                row["genolin"].append(r)
+                print(f"{task:17s} genolin seed {seed} test MCC x100 {100 * r['test_mcc']:6.2f} "
+                      f"({r['train_seconds']:.0f} s)", flush=True)
+        rows.append(row)
+
+    import torch
+
+    from genolin import __version__
+
+    meta = {"benchmark": "gue_promoters", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.machine(),
+            "cpu_count": os.cpu_count(), "command": " ".join(["python benchmarks/gue_promoters.py", *sys.argv[1:]]),
+            "args": vars(args)}
+    prefix = Path(args.out)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    names = sorted({n for t in PUBLISHED.values() for n in t})
+    lines = [f"# GUE promoter tasks, test MCC x 100 ({meta['date']})", "",
+             f"{meta['device']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin {meta['genolin']}; preset "
+             f"{args.preset}, seeds {args.seeds}" + (f", {args.max_minutes} min per run" if args.max_minutes else ""),
+             "", f"`{meta['command']}`", "",
+             "| task | genolin (mean +- sd over seeds) | k-mer LR (C on dev) | genolin - LR | train s per seed | "
+             + " | ".join(f"{n} (published)" for n in names) + " |",
+             "|---|---:|---:|---:|---:|" + "---:|" * len(names)]
+    for r in rows:
+        lr = 100 * r["baseline"]["test_mcc"]
+        mccs = [100 * g["test_mcc"] for g in r["genolin"]]
+        if mccs:
+            sd = statistics.stdev(mccs) if len(mccs) > 1 else 0.0
+            ours = f"{statistics.mean(mccs):.2f} +- {sd:.2f}"
+            diff = f"{statistics.mean(mccs) - lr:+.2f}"
+            secs = f"{statistics.mean(g['train_seconds'] for g in r['genolin']):.0f}"
+        else:
+            ours = diff = secs = ""
+        pub = [str(PUBLISHED.get(r["task"], {}).get(n, "")) for n in names]
+        lines.append(f"| {r['task']} | {ours} | {lr:.2f} | {diff} | {secs} | " + " | ".join(pub) + " |")
+    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
