@@ -207,14 +207,14 @@ class Run:
     model: Encoder
     predictor: Predictor
     weights: Path  # the weights file loaded
-    threshold: float | None = None  # the decision threshold chosen on validation (max F1) with these weights
+    threshold: float | None = None  # chosen on validation (tracks: max F1, classifiers: max MCC) with these weights
 
     def decision_threshold(self, given: float | None) -> float:
         """``given`` (a --threshold), else the stored one, else 0.5; logged with where it came from."""
         if given is not None:
             value, source = given, "given"
         elif self.threshold is not None:
-            value, source = self.threshold, "chosen on validation: max F1"
+            value, source = self.threshold, f"chosen on validation: max {'F1' if self.task.name == 'track' else 'MCC'}"
         else:
             value, source = 0.5, "default; this run stored none"
         log.info("decision threshold %.4g (%s)", value, source)

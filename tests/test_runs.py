@@ -208,6 +208,23 @@ def test_max_f1_threshold_against_a_scan():
     assert max_f1_threshold(np.zeros(5), np.arange(5) / 5) is None
 
 
+def test_max_mcc_threshold_against_a_scan():
+    """The sequence classifiers' threshold: every distinct probability tried (ties included) by brute force."""
+    from sklearn.metrics import matthews_corrcoef
+
+    from genolin.tasks.metrics import max_mcc_threshold
+
+    rng = np.random.default_rng(4)
+    y = rng.random(301) < 0.4
+    p = np.round(np.clip(y * 0.25 + rng.random(301) * 0.75, 0, 1), 2)  # rounded: many ties
+    best = max_mcc_threshold(y, p)
+    mcc = {t: matthews_corrcoef(y, p >= t) for t in np.unique(p)}
+    t = max(mcc, key=mcc.get)
+    assert best["mcc"] == pytest.approx(mcc[t]) and mcc[best["value"]] == pytest.approx(mcc[t])
+    assert best["recall"] == pytest.approx((y & (p >= best["value"])).sum() / y.sum())
+    assert max_mcc_threshold(np.ones(4), np.arange(4) / 4) is None
+
+
 def test_runs_store_their_threshold_and_predict_uses_it(tmp_path, ecoli_30k):
     """The best weights carry the max-F1 threshold of their validation; evaluate and predict use it by default,
     say so, and still take --threshold."""

@@ -19,7 +19,8 @@ import click
                                                                   "predictions.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Decision probability for MCC, F1 and track calls [default: the run's threshold chosen on "
-                   "validation (max F1), else 0.5; classifiers of more than two classes: argmax].")
+                   "validation (tracks: max F1, classifiers: max MCC), else 0.5; classifiers of more than two "
+                   "classes: argmax].")
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Tracks: promoter calls on one strand are at least this many bp apart (as in predict).")
 @click.option("--held-out/--whole-genome", default=False,

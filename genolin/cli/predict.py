@@ -16,7 +16,7 @@ import click
               help="Average forward and reverse-complement predictions.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Decision probability: track calls, or the last class of a two-class classifier [default: the "
-                   "run's threshold chosen on validation (max F1), else 0.5].")
+                   "run's threshold chosen on validation (tracks: max F1, classifiers: max MCC), else 0.5].")
 @click.option("--format", "track_format", type=click.Choice(["bedgraph", "bigwig"]), default="bedgraph",
               help="Track: the per-strand values as OUT.plus/minus.bedGraph (text) or OUT.plus/minus.bw (bigWig).")
 @click.option("--contig", "contigs", multiple=True, metavar="NAME",

@@ -4,7 +4,8 @@
   (binary: the last class is the positive one; multiclass: macro averages, one-vs-rest).
 - ``binary_metrics(y (n,), p (n,), threshold)``: AUROC, AUPRC, positive rate (the AUPRC of a random predictor),
   MCC and F1 at a threshold.
-- ``max_f1_threshold(y, p)``: the decision threshold a run stores, chosen on validation.
+- ``max_f1_threshold(y, p)``: the decision threshold a track run stores, chosen on validation (calls: F1).
+- ``max_mcc_threshold(y, p)``: the one a two-class sequence classifier stores (its scores are MCC).
 """
 
 from __future__ import annotations
@@ -28,6 +29,27 @@ def max_f1_threshold(y: np.ndarray, p: np.ndarray) -> dict | None:
     i = int(np.argmax(f1))
     return {"value": float(thresholds[i]), "f1": float(f1[i]), "precision": float(precision[i]),
             "recall": float(recall[i])}
+
+
+def max_mcc_threshold(y: np.ndarray, p: np.ndarray) -> dict | None:
+    """The probability threshold (decision: p >= threshold) with the highest Matthews correlation on (y, p), with
+    that MCC, precision and recall; None when y holds one class only. Every distinct p is a candidate; the
+    confusion counts of all of them come from one sort."""
+    y, p = np.asarray(y).astype(np.int8).ravel(), np.asarray(p, dtype=np.float64).ravel()
+    if y.min() == y.max():
+        return None
+    order = np.argsort(-p, kind="stable")
+    ps, ys = p[order], y[order]
+    last = np.flatnonzero(np.r_[ps[1:] != ps[:-1], True])  # the last index of each run of equal p
+    tp = np.cumsum(ys)[last].astype(np.float64)  # predicted positive: p >= ps[last]
+    fp = (last + 1) - tp
+    pos, neg = float(ys.sum()), float(len(ys) - ys.sum())
+    fn, tn = pos - tp, neg - fp
+    denom = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    mcc = np.where(denom > 0, (tp * tn - fp * fn) / np.maximum(denom, 1e-300), 0.0)
+    i = int(np.argmax(mcc))
+    return {"value": float(ps[last[i]]), "mcc": float(mcc[i]), "precision": float(tp[i] / (tp[i] + fp[i])),
+            "recall": float(tp[i] / pos)}
 
 
 def classification_metrics(y: np.ndarray, probs: np.ndarray, classes: list[str], threshold: float | None = None

@@ -23,7 +23,7 @@ from genolin.config import DataSpec, TrainConfig
 from genolin.errors import InputError
 from genolin.io.labelled import LabelledSet, load_labelled
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
-from genolin.tasks.metrics import classification_metrics, max_f1_threshold
+from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
 from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, reverse_complement_map
 
 log = logging.getLogger(__name__)
@@ -169,12 +169,12 @@ class SequenceTask(Task):
     def evaluate(self, predictor, eval_set: SequenceData, *, rc_average: bool = False, threshold: float | None = None,
                  min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, tuple]:
         """Classification metrics (decisions by argmax, or for two classes at ``threshold``; "score" = MCC; for two
-        classes "best_threshold", the max-F1 threshold on these data) and (labels (n,), probabilities (n, C))."""
+        classes "best_threshold", the max-MCC threshold on these data) and (labels (n,), probabilities (n, C))."""
         y, p = eval_set.dataset.labels, predictor.sequence_probs(eval_set, rc_average=rc_average)
         metrics = classification_metrics(y, p, self.classes, threshold)
         metrics["score"] = metrics["mcc"]
         if len(self.classes) == 2:
-            metrics["best_threshold"] = max_f1_threshold(y == 1, p[:, 1])
+            metrics["best_threshold"] = max_mcc_threshold(y == 1, p[:, 1])
         return metrics, (y, p)
 
     # -- reports -----------------------------------------------------------------------------------------------
