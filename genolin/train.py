@@ -124,8 +124,10 @@ class Trainer:
         best_meta = None
         if best:
             chosen = (metrics or {}).get("best_threshold")
-            best_meta = {**meta, **({"threshold": repr(chosen["value"]), "threshold_f1": repr(chosen["f1"])}
-                                    if chosen else {})}
+            best_meta = dict(meta)
+            if chosen:  # tracks: max F1; classifiers: max MCC (the metric is stored beside the value)
+                rule = "f1" if "f1" in chosen else "mcc"
+                best_meta.update({"threshold": repr(chosen["value"]), f"threshold_{rule}": repr(chosen[rule])})
         ckpt.save_checkpoint(self.out, self.model, self.optimizer, self.state, meta=meta, best_meta=best_meta)
 
     def _log_metrics(self, record: dict) -> None:
