@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from genolin.bench import cpu_name
+
 REPO = Path(__file__).resolve().parent.parent
 ECOLI = REPO / "data" / "ecoli_k12" / "NC_000913.3.fa.bgz"
 ECOLI_TSS = REPO / "data" / "ecoli_k12" / "gene_starts.bed"
@@ -59,16 +61,6 @@ peak = torch.cuda.max_memory_allocated() if run.predictor.device.type == "cuda" 
 print(json.dumps({"load_s": t1 - t0, "predict_s": t2 - t1, "gpu_peak_bytes": peak,
                   "batch_windows": run.predictor.batch_size, "summary": summary}))
 """
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
 
 
 def genome_length(fasta: Path) -> int:

@@ -22,21 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from genolin import __version__
+from genolin.bench import cpu_name
 from genolin.io.fasta import read_fasta
 from genolin.tokenize import kmer_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 GENOME = ROOT / "data" / "ecoli_k12" / "NC_000913.3.fa.bgz"
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def plain_python(seq: str, k: int, stride: int, vocab: dict[str, int]) -> list[int]:

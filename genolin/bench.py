@@ -191,7 +191,7 @@ def _rows_for_length(n, variants, dev, *, batch, heads, head_dim, value_dim, dty
 def _meta(dev: torch.device, **settings) -> dict:
     meta = {"benchmark": "attention", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "device": dev.type, "cpu": _cpu_name(), "threads": torch.get_num_threads(), **settings}
+            "device": dev.type, "cpu": cpu_name(), "threads": torch.get_num_threads(), **settings}
     if dev.type == "cuda":
         meta["gpu"] = torch.cuda.get_device_name(dev)
         meta["cuda"] = torch.version.cuda
@@ -204,7 +204,8 @@ def _meta(dev: torch.device, **settings) -> dict:
     return meta
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo (benchmarks record it), else what platform knows."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -301,5 +302,5 @@ def default_lengths(device: str) -> list[int]:
     return [1024, 4096, 16384, 65536, 262144]
 
 
-__all__ = ["VARIANTS", "default_lengths", "fitted_slopes", "format_table", "plot", "run_attention_benchmark",
+__all__ = ["VARIANTS", "cpu_name", "default_lengths", "fitted_slopes", "format_table", "plot", "run_attention_benchmark",
            "write_result"]
