@@ -302,5 +302,5 @@ def default_lengths(device: str) -> list[int]:
     return [1024, 4096, 16384, 65536, 262144]
 
 
-__all__ = ["VARIANTS", "cpu_name", "default_lengths", "fitted_slopes", "format_table", "plot", "run_attention_benchmark",
-           "write_result"]
+__all__ = ["VARIANTS", "cpu_name", "default_lengths", "fitted_slopes", "format_table", "plot",
+           "run_attention_benchmark", "write_result"]
