@@ -68,8 +68,5 @@ class BedGraphWriter:
             self.fh.write("".join(f"{contig}\t{s}\t{e}\t{v:g}\n"
                                   for s, e, v in zip(starts.tolist(), ends.tolist(), vals.tolist(), strict=True)))
 
-    def close(self) -> None:
-        self.flush()
-
 
 __all__ = ["DECIMALS", "BedGraphWriter", "Runs"]
