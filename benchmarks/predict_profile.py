@@ -1,0 +1,171 @@
+"""Where genome prediction spends its time: each stage of ``Predictor.region_probs`` timed alone, then together.
+
+Stages, each over the whole (tiled) genome, in this process, after the model is loaded:
+- plan + tokens: cutting windows and tokenizing them (``Predictor._tokens``; runs on a background thread);
+- model: the encoder forward and probabilities of every batch (inputs already tokenized; on CUDA synchronized);
+- pieces: turning each batch's probabilities into pieces (centre cut, RC average, all-N bins);
+- writes: the track writer (bedGraph or bigWig) fed the pieces;
+- pipeline: ``region_probs`` end to end (the stages overlap there), and pipeline + writes.
+The sum of the stages against the pipeline says how much overlap there is; the largest stage bounds the speed.
+Then torch.profiler over a few model batches lists the ops that dominate the forward.
+
+    python benchmarks/predict_profile.py --model RUN --device cpu --out benchmarks/results/predict_profile_cpu
+    python benchmarks/predict_profile.py --preset base --device cuda --mbp 20 --out $OUT/predict_profile_h200
+
+Writes PREFIX.json and PREFIX.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from predict_speed import ECOLI, genome_length, make_run, tiled  # noqa: E402
+
+from genolin import __version__  # noqa: E402
+from genolin.bench import cpu_name  # noqa: E402
+from genolin.inference import load_run  # noqa: E402
+from genolin.tasks.track import TrackData  # noqa: E402
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device: torch.device) -> tuple[float, object]:
+    sync(device)
+    t0 = time.perf_counter()
+    out = fn()
+    sync(device)
+    return time.perf_counter() - t0, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="a track run directory (default: a --preset run trained one step)")
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--fasta", default=str(ECOLI))
+    ap.add_argument("--mbp", type=float, default=None, help="tile the genome to at least this many Mbp")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--format", default="bedgraph", choices=["bedgraph", "bigwig"])
+    ap.add_argument("--profile-batches", type=int, default=3, help="model batches under torch.profiler")
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--out", default="benchmarks/results/predict_profile")
+    args = ap.parse_args()
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="predict_profile_"))
+    work.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(args.model) if args.model else make_run(args.preset, args.device, work)
+    fasta = tiled(Path(args.fasta), args.mbp, work) if args.mbp else Path(args.fasta)
+    bp = genome_length(fasta)
+    run = load_run(run_dir, args.device)
+    pred, dev, rc = run.predictor, run.predictor.device, args.rc_average
+    data = TrackData.load([str(fasta)], [], run.config.train)
+    regions = data.whole()
+
+    # warm-up: one batch through every stage (kernel compilation, allocator)
+    plan = list(pred._plan(data, regions))
+    first = pred._tokens(data, plan[0], rc)
+    pred._forward(first[2], first[3])
+
+    t_tokens, batches = timed(lambda: [pred._tokens(data, p, rc) for p in pred._plan(data, regions)], dev)
+    outs = []
+
+    def model_all():
+        for _, _, ids, mask in batches:
+            outs.append(pred._forward(ids, mask).cpu().numpy())
+
+    t_model, _ = timed(model_all, dev)
+    tokens = sum(int(b[3].sum()) for b in batches)
+
+    class Bar:
+        def update(self, n):
+            pass
+
+    def pieces_all():
+        return [p for (pending, bases, _, _), host in zip(batches, outs, strict=True)
+                for p in pred._pieces(data, pending, bases, (host, None), rc, Bar())]
+
+    t_pieces, pieces = timed(pieces_all, dev)
+    del batches, outs
+
+    from genolin.config import DataSpec
+    from genolin.predict import PredictOptions, predict
+
+    class Replay:  # the predictor's interface to TrackTask.predict, yielding pieces already computed
+        writes = True
+
+        def __init__(self, items):
+            self.items = items
+
+        def region_probs(self, *a, **k):
+            return iter(self.items)
+
+    spec = DataSpec("track", fasta=[str(fasta)])
+    opts = PredictOptions(rc_average=rc, track_format=args.format, progress=False)
+    t_write, _ = timed(lambda: run.task.predict(Replay(pieces), spec, work / "replay", opts), dev)
+    del pieces
+    t_pipe, _ = timed(lambda: sum(len(p) for _, _, p in pred.region_probs(data, regions, rc_average=rc,
+                                                                           progress=False)), dev)
+    t_pipe_write, _ = timed(lambda: predict(run, spec, work / "full", opts), dev)
+
+    # the forward under the profiler
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    few = [pred._tokens(data, p, rc) for p in plan[: args.profile_batches]]
+    with profile(activities=acts) as prof:
+        for _, _, ids, mask in few:
+            pred._forward(ids, mask).cpu()
+        sync(dev)
+    key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=48)
+
+    stages = {"plan + tokens": t_tokens, "model": t_model, "pieces": t_pieces, f"writes + peaks ({args.format})": t_write,
+              "pipeline (region_probs)": t_pipe, f"predict() ({args.format})": t_pipe_write}
+    cfg = run.config.train
+    meta = {"benchmark": "predict_profile", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "cpu": cpu_name(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None,
+            "command": " ".join(["python benchmarks/predict_profile.py", *sys.argv[1:]]),
+            "model": {"d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer,
+                      "k": cfg.k, "stride": cfg.stride, "window_bp": cfg.window_bp, "amp": pred.amp},
+            "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
+            "rc_average": rc, "batch_windows": pred.batch_size, "batches": len(plan), "tokens": tokens}
+    rows = [{"stage": k, "s": round(v, 3), "mbp_s": bp / v / 1e6, "tokens_s": tokens / v} for k, v in stages.items()]
+    for r in rows:
+        print(f"{r['stage']:34s} {r['s']:8.2f} s  {r['mbp_s']:7.2f} Mbp/s  {r['tokens_s'] / 1e6:7.2f} M tokens/s")
+    print(table)
+    prefix = Path(args.out)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "stages": rows, "profile": table}, indent=2)
+                                           + "\n")
+    m = meta["model"]
+    lines = [f"# genolin predict profile ({meta['date']})", "",
+             f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs, {meta['torch_threads']} torch threads), "
+             f"torch {meta['torch']}, genolin {meta['genolin']}; model d_model {m['d_model']}, {m['n_layers']} "
+             f"layers, {m['mixer']}, k {m['k']}, stride {m['stride']}, window {m['window_bp']:,} bp, bf16 "
+             f"{'on' if m['amp'] else 'off'}; genome {bp / 1e6:.2f} Mbp, RC average {'on' if rc else 'off'}, "
+             f"{len(plan)} batches of {pred.batch_size} windows, {tokens:,} tokens", "", f"`{meta['command']}`", "",
+             "| stage | s | Mbp/s | M tokens/s |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['stage']} | {r['s']:.2f} | {r['mbp_s']:.2f} | {r['tokens_s'] / 1e6:.2f} |" for r in rows]
+    lines += ["", "torch.profiler over the forward of %d batches:" % len(few), "", "```", table, "```"]
+    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
