@@ -27,7 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -100,7 +99,7 @@ def main() -> None:
                 for p in pred._pieces(data, pending, bases, (host, None), rc, Bar())]
 
     t_pieces, pieces = timed(pieces_all, dev)
-    del batches, outs
+    batches = outs = None  # free them before the pipeline runs
 
     from genolin.config import DataSpec
     from genolin.predict import PredictOptions, predict
@@ -117,7 +116,7 @@ def main() -> None:
     spec = DataSpec("track", fasta=[str(fasta)])
     opts = PredictOptions(rc_average=rc, track_format=args.format, progress=False)
     t_write, _ = timed(lambda: run.task.predict(Replay(pieces), spec, work / "replay", opts), dev)
-    del pieces
+    pieces = None
     t_pipe, _ = timed(lambda: sum(len(p) for _, _, p in pred.region_probs(data, regions, rc_average=rc,
                                                                            progress=False)), dev)
     t_pipe_write, _ = timed(lambda: predict(run, spec, work / "full", opts), dev)
@@ -134,8 +133,8 @@ def main() -> None:
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=48)
 
-    stages = {"plan + tokens": t_tokens, "model": t_model, "pieces": t_pieces, f"writes + peaks ({args.format})": t_write,
-              "pipeline (region_probs)": t_pipe, f"predict() ({args.format})": t_pipe_write}
+    stages = {"plan + tokens": t_tokens, "model": t_model, "pieces": t_pieces,
+              f"writes + peaks ({args.format})": t_write, "pipeline (region_probs)": t_pipe, f"predict() ({args.format})": t_pipe_write}
     cfg = run.config.train
     meta = {"benchmark": "predict_profile", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
@@ -163,7 +162,7 @@ def main() -> None:
              f"{len(plan)} batches of {pred.batch_size} windows, {tokens:,} tokens", "", f"`{meta['command']}`", "",
              "| stage | s | Mbp/s | M tokens/s |", "|---|---:|---:|---:|"]
     lines += [f"| {r['stage']} | {r['s']:.2f} | {r['mbp_s']:.2f} | {r['tokens_s'] / 1e6:.2f} |" for r in rows]
-    lines += ["", "torch.profiler over the forward of %d batches:" % len(few), "", "```", table, "```"]
+    lines += ["", f"torch.profiler over the forward of {len(few)} batches:", "", "```", table, "```"]
     prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 

@@ -41,8 +41,8 @@ t0 = time.perf_counter()
 from genolin.config import DataSpec
 from genolin.inference import load_run
 from genolin.predict import PredictOptions, predict
-model, fasta, out, device, rc, fmt, batch = sys.argv[1:8]
-run = load_run(model, device, batch_size=int(batch) if batch != "0" else None)
+model, fasta, out, device, rc, fmt, batch, compiled = sys.argv[1:9]
+run = load_run(model, device, batch_size=int(batch) if batch != "0" else None, compile=compiled == "1")
 import torch
 if run.predictor.device.type == "cuda":
     torch.cuda.synchronize()
@@ -100,7 +100,7 @@ def one_row(args, run: Path, fasta: Path, bp: int, *, rc: bool, fmt: str, backen
         env["GENOLIN_ATTENTION_BACKEND"] = backend
     out = work / f"pred_{int(rc)}_{fmt}_{backend}"
     cmd = [sys.executable, "-c", CHILD, str(run), str(fasta), str(out), args.device, "1" if rc else "0", fmt,
-           str(args.batch_size)]
+           str(args.batch_size), "1" if args.compile else "0"]
     rss, stdout, wall = run_child(cmd, env)
     child = json.loads(stdout.strip().splitlines()[-1])
     row = {"rc_average": rc, "format": fmt, "backend": backend, "bp": bp, "wall_s": round(wall, 3),
@@ -142,6 +142,8 @@ def main() -> None:
                          "reference attention); 'none' times the model pipeline without writing")
     ap.add_argument("--reference", action=argparse.BooleanOptionalAction, default=True,
                     help="also time the PyTorch reference attention (GENOLIN_ATTENTION_BACKEND=reference)")
+    ap.add_argument("--compile", action="store_true",
+                    help="predict with --compile (torch.compile; its compile time is in 'predict s')")
     ap.add_argument("--work", default=None, help="folder for the run, the tiled genome and outputs")
     ap.add_argument("--out", default="benchmarks/results/predict_speed", help="output prefix")
     args = ap.parse_args()
@@ -164,7 +166,7 @@ def main() -> None:
     # the exact command a user runs, with its peak memory
     env = dict(os.environ)
     written = [f for f in formats if f != "none"] or ["bedgraph"]
-    fmt = [] if written[0] == "bedgraph" else ["--format", written[0]]
+    fmt = ([] if written[0] == "bedgraph" else ["--format", written[0]]) + (["--compile"] if args.compile else [])
     rss, _, wall = run_child([sys.executable, "-m", "genolin", "-q", "predict", "--model", str(run), "--fasta",
                               str(fasta), "--device", args.device, "--out", str(work / "cli"), *fmt], env)
     cli = {"command": f"genolin predict --model RUN --fasta {fasta.name} --device {args.device} --out P "
@@ -186,7 +188,8 @@ def main() -> None:
             "model": {"preset": None if args.model else args.preset, "d_model": cfg.model.d_model,
                       "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer, "k": cfg.k, "stride": cfg.stride,
                       "window_bp": cfg.window_bp},
-            "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp}}
+            "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
+            "compile": args.compile}
     result = {"meta": meta, "rows": rows, "cli": cli}
     prefix = Path(args.out)
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -196,7 +199,8 @@ def main() -> None:
              f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin "
              f"{meta['genolin']}; model {m['preset'] or 'given'}: d_model {m['d_model']}, {m['n_layers']} layers, "
              f"{m['mixer']}, k {m['k']}, stride {m['stride']}, window {m['window_bp']:,} bp; genome "
-             f"{meta['genome']['fasta']} ({bp / 1e6:.2f} Mbp)", "", f"`{meta['command']}`", "",
+             f"{meta['genome']['fasta']} ({bp / 1e6:.2f} Mbp){'; torch.compile' if args.compile else ''}", "",
+             f"`{meta['command']}`", "",
              "| RC average | format | attention | wall clock s | Mbp/s (wall) | predict s (after load) | Mbp/s | "
              "GPU peak GiB | peak RSS MiB | windows / batch |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:

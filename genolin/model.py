@@ -338,7 +338,8 @@ class Encoder(nn.Module):
         cfg = self.cfg
         if mask is None:
             mask = ids != cfg.pad_id
-        mask_or_none = None if bool(mask.all()) else mask
+        # no padding: the maskless paths (a host sync; under torch.compile the mask path, with no graph break)
+        mask_or_none = mask if torch.compiler.is_compiling() or not bool(mask.all()) else None
         x = self.embed(ids)
         if stream is None:
             stream = not torch.is_grad_enabled() and ids.shape[1] > cfg.chunk_tokens and cfg.mixer != "softmax"

@@ -3,6 +3,8 @@ genome of several contigs, and no partial bigWig when prediction fails."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pyBigWig
 import pytest
@@ -105,16 +107,22 @@ def test_failed_bigwig_prediction_leaves_nothing(tmp_path):
     assert not list(tmp_path.glob("o*")) and not list(tmp_path.glob(".o*"))
 
 
-def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs):
-    """region_probs (background tokens, forward and RC in one padded batch, the model on its own thread) against
-    a plain loop: each window alone through the model, its reverse complement alone, averaged."""
+NO_COMPILER = not (shutil.which("c++") or shutil.which("g++"))  # torch.compile on a CPU builds C++
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=[
+    pytest.mark.slow, pytest.mark.skipif(NO_COMPILER, reason="torch.compile on a CPU needs a C++ compiler")])])
+def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compiled):
+    """region_probs (background tokens, forward and RC in one padded batch, the model on its own thread; with
+    ``compiled``, torch.compile and batches padded to one shape) against a plain loop: each window alone through
+    the eager model, its reverse complement alone, averaged."""
     import torch
 
     from genolin.inference import load_run
     from genolin.tasks.track import TrackData
 
     fasta, lengths = two_contigs
-    run = load_run(V1_TRACK, "cpu", batch_size=5)
+    run = load_run(V1_TRACK, "cpu", batch_size=5, compile=compiled)
     data = TrackData.load([str(fasta)], [], run.config.train)
     got = {c: np.full((-(-n // data.stride), 2), np.nan, np.float32) for c, n in lengths.items()}
     for contig, first, probs in run.predictor.region_probs(data, data.whole(), rc_average=True, progress=False):

@@ -25,8 +25,11 @@ import click
               help="Track: called promoters on one strand are at least this many bp apart.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
+@click.option("--compile/--no-compile", "compile_model", default=False,
+              help="Run the model through torch.compile: about 2x faster on a GPU after a compile of about 10 s "
+                   "(pays on genomes of 100 Mbp and more).")
 def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, contigs, min_distance, batch_size,
-            device) -> None:
+            device, compile_model) -> None:
     """Predict promoters with a trained model."""
     import logging
 
@@ -37,7 +40,8 @@ def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, con
 
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
-    run = load_run(model_dir, device, batch_size=batch_size, distributed=True)  # torchrun: windows shared out
+    # under torchrun the genome's windows are shared out over the processes
+    run = load_run(model_dir, device, batch_size=batch_size, distributed=True, compile=compile_model)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = PredictOptions(rc_average=rc_average, threshold=run.decision_threshold(threshold),
                              min_distance_bp=min_distance, track_format=track_format,

@@ -45,10 +45,15 @@ class Batch:
         return int(self.mask.sum())
 
 
-def pad_tokens(token_arrays: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stack token arrays of different lengths: ids (B, T) padded with [PAD], mask (B, T)."""
+def pad_tokens(token_arrays: list[np.ndarray], shape: tuple[int, int] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack token arrays of different lengths: ids (B, T) padded with [PAD], mask (B, T). ``shape``: pad to
+    at least these (rows, tokens)."""
     width = max(1, max(len(t) for t in token_arrays))
-    ids = np.full((len(token_arrays), width), PAD, dtype=np.int64)
+    rows = len(token_arrays)
+    if shape is not None:
+        rows, width = max(rows, shape[0]), max(width, shape[1])
+    ids = np.full((rows, width), PAD, dtype=np.int64)
     for i, t in enumerate(token_arrays):
         ids[i, : len(t)] = t
     ids_t = torch.from_numpy(ids)
