@@ -134,7 +134,8 @@ def main() -> None:
     table = prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=48)
 
     stages = {"plan + tokens": t_tokens, "model": t_model, "pieces": t_pieces,
-              f"writes + peaks ({args.format})": t_write, "pipeline (region_probs)": t_pipe, f"predict() ({args.format})": t_pipe_write}
+              f"writes + peaks ({args.format})": t_write,
+              "pipeline (region_probs)": t_pipe, f"predict() ({args.format})": t_pipe_write}
     cfg = run.config.train
     meta = {"benchmark": "predict_profile", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
