@@ -147,7 +147,7 @@ def main() -> None:
             "args": vars(args)}
     prefix = Path(args.out)
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    Path(f"{prefix}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     names = sorted({n for t in PUBLISHED.values() for n in t})
     lines = [f"# GUE promoter tasks, test MCC x 100 ({meta['date']})", "",
              f"{meta['device']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin {meta['genolin']}; preset "
@@ -168,7 +168,7 @@ def main() -> None:
             ours = diff = secs = ""
         pub = [str(PUBLISHED.get(r["task"], {}).get(n, "")) for n in names]
         lines.append(f"| {r['task']} | {ours} | {lr:.2f} | {diff} | {secs} | " + " | ".join(pub) + " |")
-    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

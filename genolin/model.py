@@ -2,6 +2,8 @@
 
     ids (B, N) long, mask (B, N) bool (True = real token; default ids != [PAD])
     -> embedding (B, N, d)
+    -> optional stem: x += GELU(Conv1d(x)), a full (d -> d) convolution of width ``stem_kernel`` (motif
+       detectors over single bases or short k-mers: what short labelled sequences need from scratch)
     -> n_layers x Block:  x += Mixer(Conv(Norm(x)))   (depthwise conv along N, then attention)
                           x += GatedMLP(Norm(x))
     -> final Norm -> hidden (B, N, d)
@@ -61,6 +63,7 @@ class EncoderConfig:
     favor_redraw_interval: int = 1000  # optimizer steps between FAVOR+ redraws while training (0: never)
     local_window_tokens: int = 128  # "hybrid": local softmax window
     conv_kernel: int = 7
+    stem_kernel: int = 0  # > 0: a full convolution of this width over the embeddings, before the blocks
     mlp_ratio: float = 8 / 3  # gated MLP hidden size / d_model
     dropout: float = 0.0
     causal: bool = False
@@ -84,6 +87,8 @@ class EncoderConfig:
         if self.feature_map not in ("elu", "relu", "exp"):
             raise ValueError(f"feature_map must be elu, relu or exp (FAVOR+ is mixer='favor'), "
                              f"got {self.feature_map!r}")
+        if self.stem_kernel < 0 or (self.stem_kernel and self.causal):
+            raise ValueError("stem_kernel must be >= 0, and 0 for a causal encoder")
         if self.mixer == "hybrid" and self.chunk_tokens % self.local_window_tokens:
             raise ValueError("chunk_tokens must be a multiple of local_window_tokens for the hybrid mixer")
 
@@ -321,11 +326,19 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+@torch.compiler.disable  # torch.compile: run eagerly, one graph with padding and one without
+def _without_padding(mask: torch.Tensor) -> torch.Tensor | None:
+    """None when every token is real (the maskless, faster paths: flash attention); else ``mask``."""
+    return None if bool(mask.all()) else mask
+
+
 class Encoder(nn.Module):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        self.stem = nn.Conv1d(cfg.d_model, cfg.d_model, cfg.stem_kernel, padding=cfg.stem_kernel // 2) \
+            if cfg.stem_kernel else None
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = nn.RMSNorm(cfg.d_model)
         has_classes = cfg.n_classes > 0
@@ -338,9 +351,10 @@ class Encoder(nn.Module):
         cfg = self.cfg
         if mask is None:
             mask = ids != cfg.pad_id
-        # no padding: the maskless paths (a host sync; under torch.compile the mask path, with no graph break)
-        mask_or_none = mask if torch.compiler.is_compiling() or not bool(mask.all()) else None
+        mask_or_none = _without_padding(mask)
         x = self.embed(ids)
+        if self.stem is not None:  # padding embeds to zero (padding_idx), so it adds nothing to real tokens
+            x = x + F.gelu(self.stem(x.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2))
         if stream is None:
             stream = not torch.is_grad_enabled() and ids.shape[1] > cfg.chunk_tokens and cfg.mixer != "softmax"
         elif stream and cfg.mixer == "softmax":

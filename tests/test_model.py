@@ -42,9 +42,9 @@ def test_shapes(mixer, pooling):
 
 
 @pytest.mark.parametrize("mixer", MIXERS)
-@pytest.mark.parametrize("causal", [False, True])
-def test_padded_batch_equals_each_sequence_alone(mixer, causal):
-    m = model(small(mixer, causal=causal))
+@pytest.mark.parametrize("causal,stem", [(False, 0), (True, 0), (False, 9), (False, 4)])
+def test_padded_batch_equals_each_sequence_alone(mixer, causal, stem):
+    m = model(small(mixer, causal=causal, stem_kernel=stem))
     ids = token_batch()
     out = m(ids)
     for i, n in enumerate((45, 30, 7)):
@@ -54,9 +54,9 @@ def test_padded_batch_equals_each_sequence_alone(mixer, causal):
 
 
 @pytest.mark.parametrize("mixer", ["linear", "favor", "hybrid"])
-@pytest.mark.parametrize("causal", [False, True])
-def test_streaming_equals_plain_forward(mixer, causal, monkeypatch):
-    cfg = small(mixer, causal=causal, feature_dim=5 if mixer == "linear" else None)
+@pytest.mark.parametrize("causal,stem", [(False, 0), (True, 0), (False, 9)])
+def test_streaming_equals_plain_forward(mixer, causal, stem, monkeypatch):
+    cfg = small(mixer, causal=causal, feature_dim=5 if mixer == "linear" else None, stem_kernel=stem)
     m = model(cfg)
     ids = token_batch()
     plain = m(ids, stream=False)
