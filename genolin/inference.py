@@ -46,9 +46,9 @@ class Predictor:
     On CUDA the model runs under bf16 autocast when the run trained with it (``amp``); genome windows are
     tokenized on a background thread while the GPU works, and each batch's probabilities are copied back while
     the next batch runs. ``compile``: the forward goes through torch.compile (norm, convolution, MLP and the
-    elementwise work between kernels fused: about 2x on an H200 after a compile of about 10 s, so it pays on
-    large genomes); genome batches are then padded to one shape (batch_size windows of window_bp) so it
-    compiles once."""
+    elementwise work between kernels fused; genome batches are padded to one shape, so two graphs: with and
+    without padding). Measured on an H200: the forward alone 2x faster, but about 30 s of compiling, which only
+    genomes of several Gbp win back."""
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
                  amp: bool = False, dist: Dist | None = None, compile: bool = False):
