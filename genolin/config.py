@@ -100,27 +100,30 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # out benchmarks (benchmarks/results/promoter_tracks_h200*_2026-11-23): hybrid mixer, 8 kb windows, lr 1e-3, 100
 # warm-up steps, positives within +-24 bp of a TSS at training time (tolerance_bins 12 at stride 2, 6 at stride 4).
 # Step counts from runs alone on one H200 (small: 2089 steps in its first minute, base: 1284) and 2 CPU cores (tiny).
+# Sequence presets: single-base tokens under a width-15 convolutional stem, early stopping after 10 epochs without
+# a better dev MCC (benchmarks/results/gue_promoters_h200_stem_2026-11-23: GUE prom_core_all 60.0 -> 66.6 with
+# small; tiny on 2 CPU cores, prom_core_tata: 46.8 -> 68.1, where patience 3 had stopped it too early).
 PRESETS: dict[str, dict[str, dict]] = {
     # tiny: trains on 2 CPU cores (sequences: minutes; tracks: 10 minutes at most)
     "tiny": {
         "common": dict(lr=2e-3, warmup_steps=50, patience=3,
                        model=dict(d_model=64, n_layers=2, n_heads=4, dropout=0.1, chunk_tokens=4096,
                                   favor_features=32)),
-        "sequence": dict(k=4, stride=1, batch_size=64, epochs=15),
+        "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10, model=dict(stem_kernel=15)),
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=4, steps=2000, val_every_steps=250,
                       warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
     # small: one GPU, 10 minutes for tracks
     "small": {
         "common": dict(lr=1e-3, warmup_steps=200, model=dict(d_model=128, n_layers=4, n_heads=4, favor_features=64)),
-        "sequence": dict(k=6, stride=1, batch_size=64, epochs=15),
+        "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10, model=dict(stem_kernel=15)),
         "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=20_000,
                       val_every_steps=1000, warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
     # base: one GPU, 15 minutes for tracks
     "base": {
         "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
-        "sequence": dict(k=6, stride=1, batch_size=32, epochs=30),
+        "sequence": dict(k=1, stride=1, batch_size=32, epochs=30, patience=10, model=dict(stem_kernel=15)),
         "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=18_000,
                       val_every_steps=1000, lr=1e-3,
                       warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),
@@ -274,6 +277,11 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         where = given[-1] if given else None
         raise InputError(where.source if where else None, f"{exc} (preset {preset!r}"
                          + (", with the settings given)" if given else ")"), where.line if where else None) from None
+    if cfg.model.kmer_logits and (cfg.k != 1 or task != "sequence"):
+        item = user.get("model.kmer_logits") or user.get("k")
+        raise InputError(item.source if item else None, "model.kmer_logits needs a sequence classifier with "
+                                                        f"single-base tokens (k = 1, not {cfg.k})",
+                         item.line if item else None)
     if task == "track" and cfg.window_bp % cfg.stride:
         item = user.get("window_bp") or user.get("stride")
         raise InputError(item.source if item else None, f"window_bp ({cfg.window_bp}) must be a multiple of stride "

@@ -8,6 +8,9 @@
                           x += GatedMLP(Norm(x))
     -> final Norm -> hidden (B, N, d)
     -> sequence head: masked mean (or attention) pooling -> logits (B, n_classes)
+                      (+ with ``kmer_logits`` K: a linear map of the sequence's k-mer profile, k = 1..K, each
+                      k's counts over windows of real bases divided by their number: a bag-of-k-mers logistic
+                      regression trained inside the model, so it can do no worse than one)
     -> track head:    per-token logits (B, N, track_channels)    (e.g. + and - strand promoter scores)
 
 Mixers (``EncoderConfig.mixer``):
@@ -64,6 +67,7 @@ class EncoderConfig:
     local_window_tokens: int = 128  # "hybrid": local softmax window
     conv_kernel: int = 7
     stem_kernel: int = 0  # > 0: a full convolution of this width over the embeddings, before the blocks
+    kmer_logits: int = 0  # > 0: sequence logits += a linear map of the k-mer profile, k = 1..this (single-base ids)
     mlp_ratio: float = 8 / 3  # gated MLP hidden size / d_model
     dropout: float = 0.0
     causal: bool = False
@@ -87,6 +91,8 @@ class EncoderConfig:
         if self.feature_map not in ("elu", "relu", "exp"):
             raise ValueError(f"feature_map must be elu, relu or exp (FAVOR+ is mixer='favor'), "
                              f"got {self.feature_map!r}")
+        if not 0 <= self.kmer_logits <= 8:
+            raise ValueError(f"kmer_logits must be 0..8, got {self.kmer_logits}")
         if self.stem_kernel < 0 or (self.stem_kernel and self.causal):
             raise ValueError("stem_kernel must be >= 0, and 0 for a causal encoder")
         if self.mixer == "hybrid" and self.chunk_tokens % self.local_window_tokens:
@@ -326,6 +332,26 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+def kmer_profile(ids: torch.Tensor, k_max: int) -> torch.Tensor:
+    """Single-base ids (B, N) (A, C, G, T = 5..8; anything else is not a base) -> (B, 4 + 16 + ... + 4^k_max)
+    float32: for each k, the counts of every k-mer over the windows of k real bases, divided by their number and
+    times 2^k (one occurrence in a 70 bp sequence weighs about as much for k = 6 as for k = 1)."""
+    code = ids.long() - 5
+    real = (code >= 0) & (code < 4)
+    code = code.clamp(0, 3)
+    parts = []
+    for k in range(1, k_max + 1):
+        if ids.shape[1] < k:
+            parts.append(ids.new_zeros((ids.shape[0], 4**k), dtype=torch.float32))
+            continue
+        windows = code.unfold(1, k, 1)  # (B, N - k + 1, k)
+        index = (windows * (4 ** torch.arange(k - 1, -1, -1, device=ids.device))).sum(-1)
+        ok = real.unfold(1, k, 1).all(-1).float()
+        counts = torch.zeros(ids.shape[0], 4**k, device=ids.device).scatter_add_(1, index, ok)
+        parts.append(counts * 2.0**k / ok.sum(1, keepdim=True).clamp_min(1.0))
+    return torch.cat(parts, 1)
+
+
 @torch.compiler.disable  # torch.compile: run eagerly, one graph with padding and one without
 def _without_padding(mask: torch.Tensor) -> torch.Tensor | None:
     """None when every token is real (the maskless, faster paths: flash attention); else ``mask``."""
@@ -345,6 +371,13 @@ class Encoder(nn.Module):
         self.pool_score = nn.Linear(cfg.d_model, 1) if has_classes and cfg.pooling == "attention" else None
         self.classifier = nn.Linear(cfg.d_model, cfg.n_classes) if has_classes else None
         self.track_head = nn.Linear(cfg.d_model, cfg.track_channels) if cfg.track_channels else None
+        self.kmer_linear = None
+        if has_classes and cfg.kmer_logits:
+            if cfg.vocab_size != 5 + 4:
+                raise ValueError("kmer_logits needs single-base tokens (vocab_size 9: k = 1)")
+            self.kmer_linear = nn.Linear(sum(4**k for k in range(1, cfg.kmer_logits + 1)), cfg.n_classes)
+            nn.init.zeros_(self.kmer_linear.weight)  # starts as the plain model
+            nn.init.zeros_(self.kmer_linear.bias)
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None):
         """ids (B, N) -> hidden (B, N, d). ``stream``: None = automatically when gradients are off and N > chunk."""
@@ -390,6 +423,8 @@ class Encoder(nn.Module):
             mask = ids != self.cfg.pad_id
         hidden = self.encode(ids, mask, stream=stream)
         logits = self.classifier(self.pool(hidden, mask)) if self.classifier is not None else None
+        if self.kmer_linear is not None:
+            logits = logits + self.kmer_linear(kmer_profile(ids, self.cfg.kmer_logits).to(logits.dtype))
         track = self.track_head(hidden) if self.track_head is not None else None
         return EncoderOutput(hidden=hidden, logits=logits, track=track)
 

@@ -203,3 +203,36 @@ def test_streaming_never_forms_full_length_projections(monkeypatch):
     with torch.no_grad():
         m(token_batch(n=100, lengths=(100, 60, 9)))
     assert max(seen) <= 16 and max(qkv_lengths) <= 16
+
+
+def test_kmer_profile_counts_like_a_plain_loop():
+    """k-mer frequencies (times 2^k) over windows of real bases, against counting strings; padding and N skipped."""
+    import itertools
+    import random
+
+    from genolin.model import kmer_profile
+    from genolin.tokenize import kmer_ids
+
+    rng = random.Random(3)
+    seqs = ["".join(rng.choice("ACGTN" if i % 2 else "ACGT") for _ in range(n)) for i, n in enumerate((23, 9, 4))]
+    ids = torch.zeros(3, 23, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.from_numpy(kmer_ids(s, k=1).astype("int64"))
+    got = kmer_profile(ids, 5)
+    for i, s in enumerate(seqs):
+        want = []
+        for k in range(1, 6):
+            kmers = [s[j:j + k] for j in range(len(s) - k + 1) if "N" not in s[j:j + k]]
+            want += [2.0**k * kmers.count("".join(p)) / max(1, len(kmers)) for p in itertools.product("ACGT", repeat=k)]
+        assert torch.allclose(got[i], torch.tensor(want, dtype=torch.float32), atol=1e-6)
+
+
+def test_kmer_logits_start_at_zero_and_need_single_bases():
+    cfg = small(vocab_size=9, kmer_logits=3, stem_kernel=5)
+    ids = torch.randint(5, 9, (2, 30))
+    m = model(cfg)
+    out = m(ids)
+    m.kmer_linear = None
+    assert torch.allclose(out.logits, m(ids).logits)  # zero weights: the same logits as without
+    with pytest.raises(ValueError, match="single-base"):
+        Encoder(small(kmer_logits=3))
