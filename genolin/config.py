@@ -102,14 +102,17 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # Step counts from runs alone on one H200 (small: 2089 steps in its first minute, base: 1284) and 2 CPU cores (tiny).
 # Sequence presets: single-base tokens under a width-15 convolutional stem, early stopping after 10 epochs without
 # a better dev MCC (benchmarks/results/gue_promoters_h200_stem_2026-11-23: GUE prom_core_all 60.0 -> 66.6 with
-# small; tiny on 2 CPU cores, prom_core_tata: 46.8 -> 68.1, where patience 3 had stopped it too early).
+# small; tiny on 2 CPU cores, prom_core_tata: 46.8 -> 68.1, where patience 3 had stopped it too early). tiny adds
+# the bag-of-k-mers logits (model.kmer_logits): prom_300_tata in 3 min on one core 15.0 -> 39.3 (the regression
+# alone: 44.6); not yet measured on small and base.
 PRESETS: dict[str, dict[str, dict]] = {
     # tiny: trains on 2 CPU cores (sequences: minutes; tracks: 10 minutes at most)
     "tiny": {
         "common": dict(lr=2e-3, warmup_steps=50, patience=3,
                        model=dict(d_model=64, n_layers=2, n_heads=4, dropout=0.1, chunk_tokens=4096,
                                   favor_features=32)),
-        "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10, model=dict(stem_kernel=15)),
+        "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10,
+                         model=dict(stem_kernel=15, kmer_logits=6)),
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=4, steps=2000, val_every_steps=250,
                       warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
