@@ -130,7 +130,8 @@ def test_settings_names_aliases_and_refusals(caplog):
     old = make_config("track", "tiny", {"window": 1024, "local_window": 64, "tolerance": 3})
     assert (old.window_bp, old.model.local_window_tokens, old.tolerance_bins) == (1024, 64, 3)
     assert "setting 'window' is now called 'window_bp'" in caplog.text
-    assert make_config("sequence", "base").model.dropout == 0.1 and make_config("sequence", "base").k == 6
+    assert make_config("sequence", "base").model.dropout == 0.1 and make_config("sequence", "base").k == 1 \
+        and make_config("sequence", "base").model.stem_kernel == 15
     for bad, message in [({"model.vocab_size": 9}, "derives it from k"), ({"n_classes": 3}, "from the task"),
                          ({"model.seed": 1}, "derives it from seed"), ({"colour": 1}, "unknown setting 'colour'"),
                          ({"model.colour": 1}, "unknown setting 'model.colour'"),
