@@ -23,14 +23,13 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from predict_speed import ECOLI, genome_length, make_run, tiled  # noqa: E402
+from predict_speed import ECOLI, prepare  # noqa: E402
 
 from genolin import __version__  # noqa: E402
 from genolin.bench import cpu_name  # noqa: E402
@@ -65,11 +64,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/predict_profile")
     args = ap.parse_args()
 
-    work = Path(args.work or tempfile.mkdtemp(prefix="predict_profile_"))
-    work.mkdir(parents=True, exist_ok=True)
-    run_dir = Path(args.model) if args.model else make_run(args.preset, args.device, work)
-    fasta = tiled(Path(args.fasta), args.mbp, work) if args.mbp else Path(args.fasta)
-    bp = genome_length(fasta)
+    work, run_dir, fasta, bp = prepare(args, "predict_profile_")
     run = load_run(run_dir, args.device)
     pred, dev, rc = run.predictor, run.predictor.device, args.rc_average
     data = TrackData.load([str(fasta)], [], run.config.train)

@@ -94,6 +94,15 @@ def make_run(preset: str, device: str, work: Path) -> Path:
     return run
 
 
+def prepare(args, prefix: str) -> tuple[Path, Path, Path, int]:
+    """(work folder, run directory, genome FASTA, its length in bp) from --work, --model/--preset, --fasta, --mbp."""
+    work = Path(args.work or tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    run = Path(args.model) if args.model else make_run(args.preset, args.device, work)
+    fasta = tiled(Path(args.fasta), args.mbp, work) if args.mbp else Path(args.fasta)
+    return work, run, fasta, genome_length(fasta)
+
+
 def one_row(args, run: Path, fasta: Path, bp: int, *, rc: bool, fmt: str, backend: str, work: Path) -> dict:
     env = dict(os.environ)
     if backend != "auto":
@@ -148,11 +157,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/predict_speed", help="output prefix")
     args = ap.parse_args()
 
-    work = Path(args.work or tempfile.mkdtemp(prefix="predict_speed_"))
-    work.mkdir(parents=True, exist_ok=True)
-    run = Path(args.model) if args.model else make_run(args.preset, args.device, work)
-    fasta = tiled(Path(args.fasta), args.mbp, work) if args.mbp else Path(args.fasta)
-    bp = genome_length(fasta)
+    work, run, fasta, bp = prepare(args, "predict_speed_")
     formats = args.formats.split(",")
     settings = [(rc, f, "auto") for f in formats for rc in (False, True)]
     if args.reference:

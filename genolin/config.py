@@ -283,7 +283,7 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
     if cfg.model.kmer_logits and (cfg.k != 1 or task != "sequence"):
         item = user.get("model.kmer_logits") or user.get("k")
         raise InputError(item.source if item else None, "model.kmer_logits needs a sequence classifier with "
-                                                        f"single-base tokens (k = 1, not {cfg.k})",
+                                                        f"single-base tokens (k = 1; here: {task}, k = {cfg.k})",
                          item.line if item else None)
     if task == "track" and cfg.window_bp % cfg.stride:
         item = user.get("window_bp") or user.get("stride")

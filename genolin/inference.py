@@ -120,7 +120,7 @@ class Predictor:
         rank, world = self.dist.rank, self.dist.world
         plan = list(self._plan(data, regions))
         log.info("%d batches of windows shared over %d processes", len(plan), world)
-        shape = (self.batch_size * (2 if rc_average else 1), data.window_bp // data.stride, 2)
+        shape = (*self._full_batch(data, rc_average), 2)
         comm = self.device if self.device.type == "cuda" else torch.device("cpu")
         with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
                           enabled=progress if rank == 0 else False) as bar:
@@ -167,13 +167,15 @@ class Predictor:
         arrays = [data.tokens(w, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
         if rc_average:
             arrays += [data.tokens(w, rc=True, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
-        shape = None
-        if self.compiled is not None:  # one shape for every batch: one compiled graph
-            shape = (self.batch_size * (2 if rc_average else 1), data.window_bp // data.stride)
-        ids, mask = pad_tokens(arrays, shape)
+        # compiled: one shape for every batch, one compiled graph
+        ids, mask = pad_tokens(arrays, self._full_batch(data, rc_average) if self.compiled is not None else None)
         if self.device.type == "cuda":
             ids, mask = ids.pin_memory(), mask.pin_memory()
         return pending, bases, ids, mask
+
+    def _full_batch(self, data: TrackData, rc_average: bool) -> tuple[int, int]:
+        """(rows, tokens) of a full batch of windows: batch_size windows (and their reverse complements)."""
+        return self.batch_size * (2 if rc_average else 1), data.window_bp // data.stride
 
     def _launch(self, ids: torch.Tensor, mask: torch.Tensor, pool: ThreadPoolExecutor):
         """Start the batch; returns what ``_pieces`` waits for: on CUDA a pinned host copy and its event (the GPU
