@@ -56,7 +56,7 @@ class Predictor:
         self.batch_size, self.max_tokens = batch_size, max_tokens
         self.amp = amp and device.type == "cuda"
         self.dist = dist or Dist()  # under torchrun: genome windows are shared out, rank 0 gets every result
-        self.compiled = torch.compile(model, dynamic=False) if compile else None
+        self.compiled = torch.compile(model.for_compile(), dynamic=False) if compile else None
 
     @property
     def writes(self) -> bool:

@@ -352,9 +352,12 @@ def kmer_profile(ids: torch.Tensor, k_max: int) -> torch.Tensor:
     return torch.cat(parts, 1)
 
 
-@torch.compiler.disable  # torch.compile: run eagerly, one graph with padding and one without
 def _without_padding(mask: torch.Tensor) -> torch.Tensor | None:
-    """None when every token is real (the maskless, faster paths: flash attention); else ``mask``."""
+    """None when every token is real (the maskless, faster paths: flash attention); else ``mask``.
+
+    Under torch.compile this data-dependent choice must run eagerly (one graph with padding, one without):
+    ``Encoder.for_compile`` wraps it in ``torch.compiler.disable`` then, not at import (that imports dynamo,
+    about 1.3 s of every CLI start on a CPU)."""
     return None if bool(mask.all()) else mask
 
 
@@ -371,6 +374,7 @@ class Encoder(nn.Module):
         self.pool_score = nn.Linear(cfg.d_model, 1) if has_classes and cfg.pooling == "attention" else None
         self.classifier = nn.Linear(cfg.d_model, cfg.n_classes) if has_classes else None
         self.track_head = nn.Linear(cfg.d_model, cfg.track_channels) if cfg.track_channels else None
+        self.padding_check = _without_padding
         self.kmer_linear = None
         if has_classes and cfg.kmer_logits:
             if cfg.vocab_size != 5 + 4:
@@ -379,12 +383,17 @@ class Encoder(nn.Module):
             nn.init.zeros_(self.kmer_linear.weight)  # starts as the plain model
             nn.init.zeros_(self.kmer_linear.bias)
 
+    def for_compile(self) -> Encoder:
+        """This model, its padding check kept out of torch.compile's graphs; returns self."""
+        self.padding_check = torch.compiler.disable(_without_padding)
+        return self
+
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None):
         """ids (B, N) -> hidden (B, N, d). ``stream``: None = automatically when gradients are off and N > chunk."""
         cfg = self.cfg
         if mask is None:
             mask = ids != cfg.pad_id
-        mask_or_none = _without_padding(mask)
+        mask_or_none = self.padding_check(mask)
         x = self.embed(ids)
         if self.stem is not None:  # padding embeds to zero (padding_idx), so it adds nothing to real tokens
             x = x + F.gelu(self.stem(x.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2))

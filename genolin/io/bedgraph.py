@@ -65,8 +65,41 @@ class BedGraphWriter:
 
     def _write(self, chunks: list[Chunk]) -> None:
         for contig, starts, ends, vals in chunks:
-            self.fh.write("".join(f"{contig}\t{s}\t{e}\t{v:g}\n"
-                                  for s, e, v in zip(starts.tolist(), ends.tolist(), vals.tolist(), strict=True)))
+            self.fh.write(bedgraph_lines(contig, starts, ends, vals))
 
 
-__all__ = ["DECIMALS", "BedGraphWriter", "Runs"]
+def _digits(a: np.ndarray, width: int) -> np.ndarray:
+    """Non-negative ints (n,) -> (n, width) ASCII digits, right-aligned; leading zeros are 0 bytes (dropped)."""
+    rest = a.astype(np.uint32 if width <= 9 else np.uint64)
+    out = np.empty((len(a), width), np.uint8)
+    for j in range(width - 1, -1, -1):
+        out[:, j] = rest % 10
+        rest //= 10
+    out += ord("0")
+    for j in range(width - 1):  # the number has no digit there ("0" keeps its one)
+        out[a < 10 ** (width - 1 - j), j] = 0
+    return out
+
+
+def bedgraph_lines(contig: str, starts: np.ndarray, ends: np.ndarray, vals: np.ndarray) -> str:
+    """``contig<TAB>start<TAB>end<TAB>value`` lines (values as ``{v:g}``), built as one byte matrix: a run of
+    a million lines in about a tenth of the time of formatting them one by one."""
+    if not len(starts):
+        return ""
+    width = len(str(int(max(ends.max(), starts.max(), 0))))
+    table, inverse = np.unique(vals, return_inverse=True)  # few distinct values: 4 decimals
+    text = [f"{v:g}".encode() for v in table.tolist()]
+    wv = max(map(len, text))
+    value_bytes = np.zeros((len(text), wv), np.uint8)
+    for i, t in enumerate(text):
+        value_bytes[i, : len(t)] = np.frombuffer(t, np.uint8)
+    n = len(starts)
+    tab = np.full((n, 1), ord("\t"), np.uint8)
+    head = np.broadcast_to(np.frombuffer(contig.encode() + b"\t", np.uint8), (n, len(contig.encode()) + 1))
+    rows = np.concatenate([head, _digits(np.asarray(starts, np.int64), width), tab,
+                           _digits(np.asarray(ends, np.int64), width), tab, value_bytes[inverse.reshape(-1)],
+                           np.full((n, 1), ord("\n"), np.uint8)], axis=1).ravel()
+    return rows[rows != 0].tobytes().decode()
+
+
+__all__ = ["DECIMALS", "BedGraphWriter", "Runs", "bedgraph_lines"]
