@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 from genolin.errors import InputError
-from genolin.model import EncoderConfig
+from genolin.model import LENGTH_LIMITED_MIXERS, EncoderConfig
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,15 @@ class TrainConfig:
     amp: bool = True  # bf16 autocast on CUDA
     seed: int = 0
 
-    def encoder_config(self, head: dict) -> EncoderConfig:
-        """The encoder of a run: ``model`` with the vocabulary of k, the task's head and the run's seed."""
+    def encoder_config(self, head: dict, longest: int) -> EncoderConfig:
+        """The encoder of a run: ``model`` with the vocabulary of k, the task's head and the run's seed; a
+        length-limited mixer (linformer, synthesizer) without a max_len gets ``longest``, the longest training
+        input in tokens."""
+        from genolin.model import LENGTH_LIMITED_MIXERS
         from genolin.tokenize import vocab_size
 
+        if self.model.mixer in LENGTH_LIMITED_MIXERS and not self.model.max_len:
+            head = {**head, "max_len": longest}
         return dataclasses.replace(self.model, vocab_size=vocab_size(self.k), seed=self.seed, **head)
 
     def to_dict(self) -> dict:
@@ -172,12 +177,13 @@ RULES: dict[str, tuple] = {
     "model.vocab_size": (lambda v: v >= 1, "1 or more"),
     **{k: (lambda v: v > 0, "above 0") for k in ("lr", "clip", "max_minutes", "pos_weight", "model.eps")},
     **{k: (lambda v: v >= 0, "0 or more") for k in ("tolerance_bins", "weight_decay", "warmup_steps", "max_shift_bp",
-                                                    "focal_gamma", "patience", "seed", "model.favor_redraw_interval")},
+                                                    "focal_gamma", "patience", "seed", "model.favor_redraw_interval",
+                                                    "model.max_len")},
     **{k: (lambda v: v >= 1, "1 or more") for k in (
         "stride", "window_bp", "windows_per_epoch", "eval_bin_bp", "steps", "val_every_steps", "epochs", "max_steps",
         "batch_size", "max_tokens", "grad_accum", "model.d_model", "model.n_layers", "model.n_heads",
         "model.feature_dim", "model.favor_features", "model.local_window_tokens", "model.conv_kernel",
-        "model.chunk_tokens")},
+        "model.chunk_tokens", "model.linformer_rows", "model.synthesizer_rank")},
 }
 _TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
 
@@ -289,6 +295,11 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         item = user.get("window_bp") or user.get("stride")
         raise InputError(item.source if item else None, f"window_bp ({cfg.window_bp}) must be a multiple of stride "
                                                         f"({cfg.stride})", item.line if item else None)
+    if task == "track" and cfg.model.mixer in LENGTH_LIMITED_MIXERS and 0 < cfg.model.max_len < cfg.window_bp // cfg.stride:
+        item = user.get("model.max_len") or user.get("window_bp") or user.get("model.mixer")
+        raise InputError(item.source if item else None,
+                         f"windows of {cfg.window_bp // cfg.stride} tokens (window_bp / stride) are longer than the "
+                         f"{cfg.model.mixer} mixer's model.max_len ({cfg.model.max_len})", item.line if item else None)
     return cfg
 
 

@@ -21,6 +21,18 @@ Mixers (``EncoderConfig.mixer``):
              training (a buffer: fixed in eval and saved with the model).
 - "hybrid":  softmax inside non-overlapping windows of ``local_window_tokens`` tokens plus global linear
              attention, mixed per head and token by a learned sigmoid gate (design document 000).
+- "gla", "deltanet", "gated_deltanet": recurrent states with decay gates and/or the delta rule (design document
+             001; ``ops/gla.py``, ``ops/delta_rule.py``), bidirectional: the same scan left-to-right and
+             right-to-left, summed, then a per-head RMSNorm. gla: per-key-dim log-decay logsigmoid(W x) / 16
+             (clamped at -4); deltanet: q, k = l2norm(silu(.)), write strength beta = sigmoid(W x); gated_deltanet:
+             also a per-head decay -exp(A_log) softplus(W x + dt_bias), as in Gated DeltaNet.
+- "linformer", "fnet", "synthesizer": the baselines of design document 003 (``ops/mixing.py``): keys/values
+             projected along the length to ``linformer_rows`` rows; Fourier mixing over length and hidden (no
+             q/k/v); attention weights from a per-token MLP (``synthesizer="dense"``) or learned factorised
+             random logits (``"random"``, rank ``synthesizer_rank``). linformer and synthesizer take at most
+             ``max_len`` tokens (training sets it to its longest input unless given).
+Only linear, favor and hybrid have the streaming path and the causal form; the others run whole windows
+(genome prediction works in training-length windows, so they predict genomes too).
 
 Memory: with gradients off and N > ``chunk_tokens`` the forward pass streams every sub-layer over chunks of
 tokens (norm, convolution, projections, attention state, MLP), so peak memory is a few (N, d) activations.
@@ -42,15 +54,27 @@ from torch.utils.checkpoint import checkpoint
 
 from genolin.ops import (
     accumulate_state,
+    bidirectional_scan,
     causal_linear_attention,
+    check_length,
+    delta_rule,
     favor_projection,
+    fnet_mixing,
+    gla,
     linear_attention,
+    linformer_attention,
     local_softmax_attention,
     query_state,
     softmax_attention,
+    synthesizer_attention,
 )
 
-MIXERS = ("softmax", "linear", "favor", "hybrid")
+MIXERS = ("softmax", "linear", "favor", "hybrid", "gla", "deltanet", "gated_deltanet", "linformer", "fnet",
+          "synthesizer")
+STREAMING_MIXERS = ("linear", "favor", "hybrid")  # the chunked streaming path and the causal step API
+SCAN_MIXERS = ("gla", "deltanet", "gated_deltanet")
+LENGTH_LIMITED_MIXERS = ("linformer", "synthesizer")  # parameters sized by max_len
+GLA_GATE_NORMALIZER, GLA_MIN_LOG_DECAY = 16.0, -4.0  # gla: log-decay = max(logsigmoid(.) / 16, -4) per token
 
 
 @dataclass
@@ -65,6 +89,10 @@ class EncoderConfig:
     favor_features: int = 128
     favor_redraw_interval: int = 1000  # optimizer steps between FAVOR+ redraws while training (0: never)
     local_window_tokens: int = 128  # "hybrid": local softmax window
+    max_len: int = 0  # linformer, synthesizer: the longest input in tokens (parameters sized by it); 0: training sets it
+    linformer_rows: int = 64  # linformer: keys and values projected to this many rows
+    synthesizer: str = "dense"  # synthesizer: dense | random (factorised)
+    synthesizer_rank: int = 32  # synthesizer "random": rank of the learned logits R1 R2^T
     conv_kernel: int = 7
     stem_kernel: int = 0  # > 0: a full convolution of this width over the embeddings, before the blocks
     kmer_logits: int = 0  # > 0: sequence logits += a linear map of the k-mer profile, k = 1..this (single-base ids)
@@ -95,6 +123,12 @@ class EncoderConfig:
             raise ValueError(f"kmer_logits must be 0..8, got {self.kmer_logits}")
         if self.stem_kernel < 0 or (self.stem_kernel and self.causal):
             raise ValueError("stem_kernel must be >= 0, and 0 for a causal encoder")
+        if self.causal and self.mixer not in ("softmax", *STREAMING_MIXERS):
+            raise ValueError(f"causal=True is for the softmax, linear, favor and hybrid mixers, not {self.mixer!r}")
+        if self.synthesizer not in ("dense", "random"):
+            raise ValueError(f"synthesizer must be 'dense' or 'random', got {self.synthesizer!r}")
+        if min(self.linformer_rows, self.synthesizer_rank) < 1 or self.max_len < 0:
+            raise ValueError("linformer_rows and synthesizer_rank must be 1 or more, max_len 0 or more")
         if self.mixer == "hybrid" and self.chunk_tokens % self.local_window_tokens:
             raise ValueError("chunk_tokens must be a multiple of local_window_tokens for the hybrid mixer")
 
@@ -158,9 +192,12 @@ class Mixer(nn.Module):
     def __init__(self, cfg: EncoderConfig, layer: int):
         super().__init__()
         self.cfg, self.layer = cfg, layer
-        h, hd = cfg.n_heads, cfg.head_dim
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
-        self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        h, hd, d = cfg.n_heads, cfg.head_dim, cfg.d_model
+        if cfg.mixer in LENGTH_LIMITED_MIXERS and cfg.max_len < 1:
+            raise ValueError(f"the {cfg.mixer} mixer needs model.max_len (training sets it from the data)")
+        if cfg.mixer not in ("fnet", "synthesizer"):
+            self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.out = nn.Linear(d, d, bias=False)
         self.drop = nn.Dropout(cfg.dropout)
         self.feature_proj = None
         if cfg.feature_dim and cfg.mixer in ("linear", "hybrid"):
@@ -170,7 +207,30 @@ class Mixer(nn.Module):
             w = favor_projection(cfg.favor_features, hd, seed=_seed_for(cfg.seed, layer, 0))
             self.register_buffer("projection", w)
         if cfg.mixer == "hybrid":
-            self.gate = nn.Linear(cfg.d_model, h)
+            self.gate = nn.Linear(d, h)
+        if cfg.mixer in SCAN_MIXERS:
+            self.head_norm = nn.RMSNorm(hd)
+        if cfg.mixer == "gla":
+            self.gate = nn.Linear(d, d)  # per-key-dim log-decays (B, N, H, hd)
+        if cfg.mixer in ("deltanet", "gated_deltanet"):
+            self.beta = nn.Linear(d, h)
+        if cfg.mixer == "gated_deltanet":  # Mamba-2-style decay: -exp(A_log) softplus(W x + dt_bias)
+            self.decay = nn.Linear(d, h, bias=False)
+            self.A_log = nn.Parameter(torch.empty(h).uniform_(1, 16).log())
+            dt = torch.exp(torch.rand(h) * (math.log(0.1) - math.log(0.001)) + math.log(0.001)).clamp(min=1e-4)
+            self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) = dt
+        if cfg.mixer == "linformer":  # N(0, 1): the op divides by sqrt(real tokens)
+            self.proj_k = nn.Parameter(torch.randn(cfg.linformer_rows, cfg.max_len))
+            self.proj_v = nn.Parameter(torch.randn(cfg.linformer_rows, cfg.max_len))
+        if cfg.mixer == "synthesizer":
+            self.value = nn.Linear(d, d, bias=False)
+            if cfg.synthesizer == "dense":  # per token, its row of logits over key positions: W2 relu(W1 x)
+                self.synth_hidden = nn.Linear(d, d)
+                self.synth_logits = nn.Linear(d, h * cfg.max_len)
+            else:  # learned logits R1 R2^T (H, L, L), factorised; N(0, 1) entries at the start
+                r = cfg.synthesizer_rank
+                self.r1 = nn.Parameter(torch.randn(h, cfg.max_len, r) * r ** -0.25)
+                self.r2 = nn.Parameter(torch.randn(h, cfg.max_len, r) * r ** -0.25)
 
     # -- pieces ------------------------------------------------------------------------------------------------
     def _qkv(self, x: torch.Tensor):
@@ -205,14 +265,52 @@ class Mixer(nn.Module):
     # -- whole sequence ----------------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         cfg = self.cfg
+        if cfg.mixer == "fnet":
+            return self.drop(self.out(fnet_mixing(x, mask)))
+        if cfg.mixer == "synthesizer":
+            return self._finish(self._synthesizer(x, mask))
         q, k, v = self._qkv(x)
         if cfg.mixer == "softmax":
             return self._finish(softmax_attention(q, k, v, key_padding_mask=mask, causal=cfg.causal))
+        if cfg.mixer == "linformer":
+            check_length(x.shape[1], cfg.max_len, "the linformer mixer")
+            return self._finish(linformer_attention(q, k, v, self.proj_k, self.proj_v, key_padding_mask=mask))
+        if cfg.mixer in SCAN_MIXERS:
+            return self._finish(self._scan(x, q, k, v, mask))
         o = linear_attention(self._features(q), self._features(k), v, key_padding_mask=mask, causal=cfg.causal,
                              eps=cfg.eps, chunk_size=cfg.chunk_tokens, **self._linear_kwargs())
         if cfg.mixer == "hybrid":
             o = self._combine(x, self._local(q, k, v, mask), o)
         return self._finish(o)
+
+    def _scan(self, x, q, k, v, mask):
+        """gla / deltanet / gated_deltanet, both directions: (B, N, H, hd) -> (B, N, H, hd)."""
+        b, n, h, hd = q.shape
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32  # gates in float32 under autocast
+        if self.cfg.mixer == "gla":
+            g = F.logsigmoid(self.gate(x).to(acc)) / GLA_GATE_NORMALIZER
+            o = bidirectional_scan(gla, q, k, v, mask=mask, g=g.clamp(min=GLA_MIN_LOG_DECAY).view(b, n, h, hd))
+        else:
+            q, k = F.normalize(F.silu(q), dim=-1), F.normalize(F.silu(k), dim=-1)
+            beta = torch.sigmoid(self.beta(x).to(acc))  # (B, N, H)
+            g = None
+            if self.cfg.mixer == "gated_deltanet":
+                g = -self.A_log.to(acc).exp() * F.softplus(self.decay(x).to(acc) + self.dt_bias.to(acc))
+            o = bidirectional_scan(delta_rule, q, k, v, mask=mask, beta=beta, g=g)
+        return self.head_norm(o.to(v.dtype))
+
+    def _synthesizer(self, x, mask):
+        """Synthesized attention weights (no q . k) times the values: (B, N, d) -> (B, N, H, hd)."""
+        cfg = self.cfg
+        b, n, _ = x.shape
+        check_length(n, cfg.max_len, "the synthesizer mixer")
+        v = self.value(x).view(b, n, cfg.n_heads, cfg.head_dim)
+        if cfg.synthesizer == "dense":
+            logits = self.synth_logits(F.relu(self.synth_hidden(x))).view(b, n, cfg.n_heads, cfg.max_len)
+            logits = logits[..., :n].transpose(1, 2)  # (B, H, N, N)
+        else:
+            logits = (self.r1[:, :n] @ self.r2[:, :n].transpose(1, 2))[None]  # (1, H, N, N)
+        return synthesizer_attention(logits, v, key_padding_mask=mask)
 
     # -- streaming inference: x (B, N, d) in chunks of C tokens, output added into ``residual`` -----------------
     @torch.no_grad()
@@ -251,6 +349,8 @@ class Mixer(nn.Module):
     def step(self, x: torch.Tensor, state: dict) -> torch.Tensor:
         """x (B, d) for the next token -> (B, d); ``state`` is updated in place."""
         cfg = self.cfg
+        if cfg.mixer not in ("softmax", *STREAMING_MIXERS):
+            raise ValueError(f"the {cfg.mixer} mixer has no step API")
         q, k, v = self._qkv(x[:, None])
         if cfg.mixer in ("softmax", "hybrid"):  # softmax over the cached keys (hybrid: of the current window)
             start_new_window = cfg.mixer == "hybrid" and state["t"] % cfg.local_window_tokens == 0
@@ -398,9 +498,9 @@ class Encoder(nn.Module):
         if self.stem is not None:  # padding embeds to zero (padding_idx), so it adds nothing to real tokens
             x = x + F.gelu(self.stem(x.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2))
         if stream is None:
-            stream = not torch.is_grad_enabled() and ids.shape[1] > cfg.chunk_tokens and cfg.mixer != "softmax"
-        elif stream and cfg.mixer == "softmax":
-            raise ValueError("the softmax mixer is quadratic and has no streaming path")
+            stream = not torch.is_grad_enabled() and ids.shape[1] > cfg.chunk_tokens and cfg.mixer in STREAMING_MIXERS
+        elif stream and cfg.mixer not in STREAMING_MIXERS:
+            raise ValueError(f"the {cfg.mixer} mixer has no streaming path (linear, favor and hybrid have)")
         if stream:
             for block in self.blocks:
                 block.stream_(x, mask_or_none, cfg.chunk_tokens)
@@ -478,4 +578,4 @@ def config_from_dict(values: dict) -> EncoderConfig:
     return EncoderConfig(**values)
 
 
-__all__ = ["MIXERS", "Encoder", "EncoderConfig", "EncoderOutput", "config_from_dict"]
+__all__ = ["LENGTH_LIMITED_MIXERS", "MIXERS", "SCAN_MIXERS", "STREAMING_MIXERS", "Encoder", "EncoderConfig", "EncoderOutput", "config_from_dict"]

@@ -71,7 +71,7 @@ class Trainer:
         self.progress = progress if self.dist.main else False
         self.task = get_task(spec.task, cfg)
         self.task.load_training(spec)
-        self.cfg = dataclasses.replace(cfg, model=cfg.encoder_config(self.task.head()))
+        self.cfg = dataclasses.replace(cfg, model=cfg.encoder_config(self.task.head(), self.task.longest_tokens()))
         self.task.cfg = self.cfg
         torch.manual_seed(self.cfg.seed)
         self.model = Encoder(self.cfg.model).to(self.device)

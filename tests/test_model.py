@@ -5,14 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from genolin.model import MIXERS as ALL_MIXERS
 from genolin.model import Block, Encoder, EncoderConfig, config_from_dict
 
-MIXERS = ["softmax", "linear", "favor", "hybrid"]
+MIXERS = ["softmax", "linear", "favor", "hybrid"]  # the causal-capable ones
 
 
 def small(mixer="linear", **kw) -> EncoderConfig:
     base = dict(vocab_size=5 + 4**3, d_model=24, n_layers=2, n_heads=3, mixer=mixer, chunk_tokens=16,
-                local_window_tokens=8, favor_features=12, track_channels=2, conv_kernel=5)
+                local_window_tokens=8, favor_features=12, track_channels=2, conv_kernel=5, max_len=64,
+                linformer_rows=6)
     base.update(kw)
     return EncoderConfig(**base)
 
@@ -30,21 +32,31 @@ def token_batch(b=3, n=45, seed=1, lengths=(45, 30, 7)):
     return ids
 
 
-@pytest.mark.parametrize("mixer", MIXERS)
+@pytest.mark.parametrize("mixer", [*ALL_MIXERS, "synthesizer_random"])
 @pytest.mark.parametrize("pooling", ["mean", "attention"])
 def test_shapes(mixer, pooling):
-    m = model(small(mixer, pooling=pooling, feature_dim=5 if mixer == "linear" else None))
+    kw = {"synthesizer": "random"} if mixer == "synthesizer_random" else {}
+    mixer = mixer.removesuffix("_random")
+    m = model(small(mixer, pooling=pooling, feature_dim=5 if mixer == "linear" else None, **kw))
     ids = token_batch()
     out = m(ids)
     assert out.hidden.shape == (3, 45, 24) and out.logits.shape == (3, 2) and out.track.shape == (3, 45, 2)
     assert torch.isfinite(out.logits).all() and torch.isfinite(out.hidden).all()
-    assert Encoder(small(mixer, track_channels=0))(ids).track is None
+    assert Encoder(small(mixer, track_channels=0, **kw))(ids).track is None
+    (out.logits.sum() + out.track.sum()).backward()
+    assert all(p.grad is not None for p in m.parameters() if p.requires_grad)  # DDP needs every one used
 
 
-@pytest.mark.parametrize("mixer", MIXERS)
+@pytest.mark.parametrize("mixer", [*ALL_MIXERS, "synthesizer_random"])
 @pytest.mark.parametrize("causal,stem", [(False, 0), (True, 0), (False, 9), (False, 4)])
 def test_padded_batch_equals_each_sequence_alone(mixer, causal, stem):
-    m = model(small(mixer, causal=causal, stem_kernel=stem))
+    kw = {"synthesizer": "random"} if mixer == "synthesizer_random" else {}
+    mixer = mixer.removesuffix("_random")
+    if causal and mixer not in MIXERS:
+        with pytest.raises(ValueError, match="causal=True"):
+            small(mixer, causal=True)
+        return
+    m = model(small(mixer, causal=causal, stem_kernel=stem, **kw))
     ids = token_batch()
     out = m(ids)
     for i, n in enumerate((45, 30, 7)):
@@ -103,7 +115,18 @@ def test_causal_outputs_do_not_see_the_future():
     assert torch.allclose(a[0, :20], b[0, :20], atol=1e-12) and not torch.allclose(a[0, 20:], b[0, 20:])
 
 
-@pytest.mark.parametrize("mixer", MIXERS)
+def test_length_limits_and_paths_other_mixers_lack():
+    with pytest.raises(ValueError, match="model.max_len"):
+        model(small("linformer", max_len=40))(token_batch())
+    with pytest.raises(ValueError, match="model.max_len"):
+        model(small("synthesizer", max_len=40))(token_batch())
+    with pytest.raises(ValueError, match="no streaming path"):
+        model(small("gla"))(token_batch(), stream=True)
+    with torch.no_grad():  # N > chunk_tokens without gradients: the whole window, not the streaming path
+        assert torch.isfinite(model(small("deltanet"))(token_batch()).hidden).all()
+
+
+@pytest.mark.parametrize("mixer", ALL_MIXERS)
 def test_seeded_determinism(mixer):
     ids = token_batch()
     a, b = model(small(mixer), seed=3)(ids), model(small(mixer), seed=3)(ids)

@@ -6,8 +6,15 @@
 - ``naive_linear_attention``: the formula with an explicit N x N kernel matrix (tests only).
 - ``softmax_attention``: exact attention in the same layout; ``local_softmax_attention`` inside windows.
 - ``favor_projection``: reproducible FAVOR+ random features.
+- ``gla`` (gated linear attention) and ``delta_rule`` (DeltaNet; Gated DeltaNet with a decay): one left-to-right
+  scan each, flash-linear-attention's kernels on CUDA, a chunked PyTorch form elsewhere, the token-by-token
+  definitions (``gla_recurrent``, ``delta_rule_recurrent``) for tests; ``bidirectional_scan`` runs a scan both
+  ways with padding made neutral.
+- ``linformer_attention``, ``fnet_mixing``, ``synthesizer_attention``: the non-linear-attention baselines.
 """
 
+from genolin.ops.bidirectional import bidirectional_scan, neutral_padding
+from genolin.ops.delta_rule import delta_rule, delta_rule_chunked, delta_rule_recurrent
 from genolin.ops.feature_maps import FEATURE_MAPS, elementwise_features, favor_logits, favor_projection
 from genolin.ops.linear_attn import (
     LinearAttentionState,
@@ -18,20 +25,34 @@ from genolin.ops.linear_attn import (
     naive_linear_attention,
     query_state,
 )
+from genolin.ops.gla import gla, gla_chunked, gla_recurrent
+from genolin.ops.mixing import check_length, fnet_mixing, linformer_attention, synthesizer_attention
 from genolin.ops.softmax import local_softmax_attention, softmax_attention
 
 __all__ = [
     "FEATURE_MAPS",
     "LinearAttentionState",
     "accumulate_state",
+    "bidirectional_scan",
     "causal_linear_attention",
+    "check_length",
+    "delta_rule",
+    "delta_rule_chunked",
+    "delta_rule_recurrent",
     "elementwise_features",
     "favor_logits",
     "favor_projection",
+    "fnet_mixing",
+    "gla",
+    "gla_chunked",
+    "gla_recurrent",
     "linear_attention",
     "linear_attention_step",
+    "linformer_attention",
     "local_softmax_attention",
     "naive_linear_attention",
+    "neutral_padding",
     "query_state",
     "softmax_attention",
+    "synthesizer_attention",
 ]

@@ -7,7 +7,8 @@ A task (``genolin.tasks.sequence.SequenceTask``, ``genolin.tasks.track.TrackTask
 on what is learned, so the trainer, the predictor and the evaluator never ask which task they run:
 
     training   load_training(spec) -> self.train / self.val_set; epoch_batches(rng); collate(items, rng);
-               head() (the encoder's n_classes / track_channels); loss(out, batch); state() (saved in config.json)
+               head() (the encoder's n_classes / track_channels); longest_tokens() (a length-limited mixer's
+               max_len); loss(out, batch); state() (saved in config.json)
     scoring    probabilities(out); load_evaluation(inputs, held_out); evaluate(predictor, eval_set) -> (metrics
                with "score", the number validation maximises; what curves() plots): the one scoring path of
                validation during training and of ``genolin evaluate``
@@ -95,6 +96,10 @@ class Task(ABC):
     @abstractmethod
     def head(self) -> dict:
         """The encoder's heads: {"n_classes": C, "track_channels": T}."""
+
+    @abstractmethod
+    def longest_tokens(self) -> int:
+        """The longest training input in tokens (after ``load_training``)."""
 
     @abstractmethod
     def load_training(self, spec: DataSpec) -> None:

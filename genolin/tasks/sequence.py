@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from genolin.config import DataSpec, TrainConfig
 from genolin.errors import InputError
 from genolin.io.labelled import LabelledSet, load_labelled
+from genolin.model import LENGTH_LIMITED_MIXERS
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
 from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, reverse_complement_map
@@ -126,11 +127,24 @@ class SequenceTask(Task):
     def head(self) -> dict:
         return {"n_classes": len(self.classes), "track_channels": 0}
 
+    def longest_tokens(self) -> int:
+        return int(max(d.lengths.max() for d in (self.train, self.val_set) if d is not None and len(d)))
+
     # -- training ----------------------------------------------------------------------------------------------
     def _data(self, fasta: str | None, csv: str | None, labels: str | None, *, classes=None,
               min_classes: int = 2) -> SequenceData:
         dataset = load_labelled(csv or fasta, labels=labels, classes=classes, min_classes=min_classes)
-        return SequenceData(dataset, k=self.cfg.k, stride=self.cfg.stride)
+        return self._fits(SequenceData(dataset, k=self.cfg.k, stride=self.cfg.stride))
+
+    def _fits(self, data: SequenceData) -> SequenceData:
+        """``data``, or an InputError naming the first sequence longer than a length-limited mixer takes."""
+        model = self.cfg.model
+        if model.mixer in LENGTH_LIMITED_MIXERS and model.max_len and len(data) and data.lengths.max() > model.max_len:
+            i = int(np.argmax(data.lengths > model.max_len))
+            raise InputError(data.dataset.source, f"sequence {data.dataset.ids[i]!r} has {data.lengths[i]:,} tokens, "
+                                                  f"more than the {model.mixer} mixer's model.max_len "
+                                                  f"({model.max_len}); train with --set model.max_len=N")
+        return data
 
     def load_training(self, spec: DataSpec) -> None:
         cfg = self.cfg
@@ -218,7 +232,7 @@ class SequenceTask(Task):
                 log.warning("%s: %d sequence(s) over 4 times the longest training sequence (%d bp; the longest "
                             "here %s bp): a classifier scores each whole sequence once; for genomes train a track "
                             "model (--tss)", csv or fasta, len(long), self.max_train_bp, f"{max(long):,}")
-        data = SequenceData(dataset, k=self.cfg.k, stride=self.cfg.stride)
+        data = self._fits(SequenceData(dataset, k=self.cfg.k, stride=self.cfg.stride))
         probs = predictor.sequence_probs(data, rc_average=options.rc_average)
         with atomic_open(out) as fh:
             fh.write("\t".join(["id", "length"] + [f"prob_{c}" for c in self.classes] + ["pred", "has_n"]) + "\n")

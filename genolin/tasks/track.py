@@ -408,6 +408,9 @@ class TrackTask(Task):
     def head(self) -> dict:
         return {"n_classes": 0, "track_channels": 2}
 
+    def longest_tokens(self) -> int:
+        return self.cfg.window_bp // self.cfg.stride
+
     # -- training ----------------------------------------------------------------------------------------------
     def load_training(self, spec: DataSpec) -> None:
         cfg = self.cfg

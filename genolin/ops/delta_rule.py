@@ -1,0 +1,110 @@
+"""The delta rule (DeltaNet, Schlag et al. 2021; Yang et al. 2024) and its gated form (Gated DeltaNet, Yang et
+al. 2025): a state that is corrected towards each new value instead of only added to.
+
+Layout: q, k (B, N, H, K) (keys L2-normalised by the caller); v (B, N, H, V); beta (B, N, H) in [0, 1];
+g (B, N, H) log-decays (<= 0; None: DeltaNet, no decay); o (B, N, H, V) in v's dtype. One left-to-right scan::
+
+    S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T       (K, V), S_0 = 0
+    o_t = scale * S_t^T q_t
+
+- ``delta_rule_recurrent``: the definition, token by token (tests hold everything against it);
+- ``delta_rule_chunked``: chunks of C tokens (PyTorch, any device). With b_t the cumulative log-decay inside
+  the chunk and S_0 the state at its start, the corrected values u_t = v_t - exp(g_t) S_{t-1}^T k_t solve a
+  unit lower-triangular system::
+
+    u_t + sum_{s < t} exp(b_t - b_s) beta_s (k_t . k_s) u_s = v_t - exp(b_t) S_0^T k_t
+    o_t = scale * (exp(b_t) S_0^T q_t + sum_{s <= t} exp(b_t - b_s) beta_s (q_t . k_s) u_s)
+    S_C = exp(b_C) S_0 + sum_s exp(b_C - b_s) beta_s k_s u_s^T
+
+  every exponent is <= 0, so any chunk length is stable; the (C, C) inverse is formed for all chunks at once and
+  only the S_0 terms run chunk after chunk.
+- ``delta_rule``: the public op: flash-linear-attention's ``chunk_delta_rule`` / ``chunk_gated_delta_rule``
+  kernels for CUDA tensors where installed (backend "fla"), else ``delta_rule_chunked`` (backend "reference").
+"""
+
+from __future__ import annotations
+
+import torch
+
+from genolin.ops.feature_maps import acc_dtype
+from genolin.ops.gla import pick_backend
+
+DELTA_CHUNK = 64
+
+
+def delta_rule_recurrent(q, k, v, beta, g=None, *, scale: float, initial_state: torch.Tensor | None = None):
+    """The definition, token by token: -> (o (B, N, H, V), final state (B, H, K, V))."""
+    dt = acc_dtype(q.dtype)
+    b, n, h, kd = q.shape
+    state = torch.zeros(b, h, kd, v.shape[-1], dtype=dt, device=q.device) if initial_state is None \
+        else initial_state.to(dt)
+    out = []
+    for t in range(n):
+        kt, vt, bt = k[:, t].to(dt), v[:, t].to(dt), beta[:, t].to(dt)[..., None]
+        if g is not None:
+            state = state * g[:, t].to(dt).exp()[..., None, None]
+        u = vt - torch.einsum("bhkv,bhk->bhv", state, kt)  # what the state predicts for k_t, corrected
+        state = state + kt[..., None] * (bt * u)[..., None, :]
+        out.append(torch.einsum("bhk,bhkv->bhv", q[:, t].to(dt) * scale, state))
+    o = torch.stack(out, 1) if out else v.new_zeros(v.shape).to(dt)
+    return o.to(v.dtype), state
+
+
+def delta_rule_chunked(q, k, v, beta, g=None, *, scale: float, chunk_size: int = DELTA_CHUNK,
+                       initial_state: torch.Tensor | None = None):
+    """The chunked form (see the module docstring): -> (o (B, N, H, V), final state (B, H, K, V))."""
+    dt = acc_dtype(q.dtype)
+    b, n, h, kd = q.shape
+    vd = v.shape[-1]
+    c = min(chunk_size, max(n, 1))
+    pad = -n % c
+    pad4 = (0, 0, 0, 0, 0, pad)
+    q, k, v = (torch.nn.functional.pad(x.to(dt), pad4) for x in (q, k, v))
+    beta = torch.nn.functional.pad(beta.to(dt), (0, 0, 0, pad))  # padding: beta 0, g 0 (the state is unchanged)
+    g = torch.zeros_like(beta) if g is None else torch.nn.functional.pad(g.to(dt), (0, 0, 0, pad))
+    nc = (n + pad) // c
+    q, k, v = (x.view(b, nc, c, h, -1).permute(0, 3, 1, 2, 4) for x in (q, k, v))  # (B, H, nc, C, *)
+    beta, g = (x.view(b, nc, c, h).permute(0, 3, 1, 2) for x in (beta, g))  # (B, H, nc, C)
+    cum = g.cumsum(-1)  # b_t
+    diff = cum[..., :, None] - cum[..., None, :]  # b_t - b_s, (B, H, nc, C, C)
+    strict = torch.ones(c, c, dtype=torch.bool, device=q.device).tril(-1)
+    decay = diff.masked_fill(~strict, float("-inf")).exp()  # exp(b_t - b_s) for s < t, else 0
+    w = decay * beta[..., None, :] * (k @ k.transpose(-1, -2))  # (B, H, nc, C, C), strictly lower
+    eye = torch.eye(c, dtype=dt, device=q.device)
+    t_inv = torch.linalg.solve_triangular(eye + w, eye.expand_as(w), upper=False, unitriangular=True)
+    u_v = t_inv @ v  # the S_0-free part of u
+    kd_b = k * cum.exp()[..., None]  # exp(b_t) k_t, for the S_0 term of u
+    u_k = t_inv @ kd_b  # u = u_v - u_k @ S_0
+    incl = decay + torch.diag_embed(torch.ones_like(cum))  # exp(b_t - b_s) for s <= t
+    qk = (q @ k.transpose(-1, -2)) * incl * beta[..., None, :] * scale  # (B, H, nc, C, C)
+    q_b = q * (cum.exp() * scale)[..., None]
+    last = cum[..., -1:]  # b_C, (B, H, nc, 1)
+    k_end = k * ((last - cum).exp() * beta)[..., None]  # exp(b_C - b_s) beta_s k_s
+    state = torch.zeros(b, h, kd, vd, dtype=dt, device=q.device) if initial_state is None \
+        else initial_state.to(dt)
+    out = []
+    for i in range(nc):  # sequential over chunks: the (B, H, K, V) state
+        u = u_v[:, :, i] - u_k[:, :, i] @ state  # (B, H, C, V)
+        out.append(q_b[:, :, i] @ state + qk[:, :, i] @ u)
+        state = state * last[:, :, i, :, None].exp() + k_end[:, :, i].transpose(-1, -2) @ u
+    o = torch.stack(out, 2).permute(0, 2, 3, 1, 4).reshape(b, nc * c, h, vd)[:, :n]
+    return o.to(v.dtype), state
+
+
+def delta_rule(q, k, v, beta, g=None, *, scale: float | None = None, backend: str = "auto") -> torch.Tensor:
+    """One left-to-right (gated) delta-rule scan -> (B, N, H, V); see the module docstring."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    if pick_backend(backend, q) == "fla":
+        if g is None:
+            from fla.ops.delta_rule import chunk_delta_rule
+
+            o, _ = chunk_delta_rule(q, k, v, beta.to(q.dtype), scale=scale)
+        else:
+            from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+            o, _ = chunk_gated_delta_rule(q, k, v, g.float(), beta.to(q.dtype), scale=scale)
+        return o.to(v.dtype)
+    return delta_rule_chunked(q, k, v, beta, g, scale=scale)[0]
+
+
+__all__ = ["DELTA_CHUNK", "delta_rule", "delta_rule_chunked", "delta_rule_recurrent"]
