@@ -295,7 +295,8 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         item = user.get("window_bp") or user.get("stride")
         raise InputError(item.source if item else None, f"window_bp ({cfg.window_bp}) must be a multiple of stride "
                                                         f"({cfg.stride})", item.line if item else None)
-    if task == "track" and cfg.model.mixer in LENGTH_LIMITED_MIXERS and 0 < cfg.model.max_len < cfg.window_bp // cfg.stride:
+    window_tokens = cfg.window_bp // cfg.stride
+    if task == "track" and cfg.model.mixer in LENGTH_LIMITED_MIXERS and 0 < cfg.model.max_len < window_tokens:
         item = user.get("model.max_len") or user.get("window_bp") or user.get("model.mixer")
         raise InputError(item.source if item else None,
                          f"windows of {cfg.window_bp // cfg.stride} tokens (window_bp / stride) are longer than the "

@@ -89,7 +89,7 @@ class EncoderConfig:
     favor_features: int = 128
     favor_redraw_interval: int = 1000  # optimizer steps between FAVOR+ redraws while training (0: never)
     local_window_tokens: int = 128  # "hybrid": local softmax window
-    max_len: int = 0  # linformer, synthesizer: the longest input in tokens (parameters sized by it); 0: training sets it
+    max_len: int = 0  # linformer, synthesizer: the longest input in tokens (sizes parameters); 0: training sets it
     linformer_rows: int = 64  # linformer: keys and values projected to this many rows
     synthesizer: str = "dense"  # synthesizer: dense | random (factorised)
     synthesizer_rank: int = 32  # synthesizer "random": rank of the learned logits R1 R2^T
@@ -578,4 +578,5 @@ def config_from_dict(values: dict) -> EncoderConfig:
     return EncoderConfig(**values)
 
 
-__all__ = ["LENGTH_LIMITED_MIXERS", "MIXERS", "SCAN_MIXERS", "STREAMING_MIXERS", "Encoder", "EncoderConfig", "EncoderOutput", "config_from_dict"]
+__all__ = ["LENGTH_LIMITED_MIXERS", "MIXERS", "SCAN_MIXERS", "STREAMING_MIXERS", "Encoder", "EncoderConfig",
+           "EncoderOutput", "config_from_dict"]

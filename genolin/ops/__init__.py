@@ -16,6 +16,7 @@
 from genolin.ops.bidirectional import bidirectional_scan, neutral_padding
 from genolin.ops.delta_rule import delta_rule, delta_rule_chunked, delta_rule_recurrent
 from genolin.ops.feature_maps import FEATURE_MAPS, elementwise_features, favor_logits, favor_projection
+from genolin.ops.gla import gla, gla_chunked, gla_recurrent
 from genolin.ops.linear_attn import (
     LinearAttentionState,
     accumulate_state,
@@ -25,7 +26,6 @@ from genolin.ops.linear_attn import (
     naive_linear_attention,
     query_state,
 )
-from genolin.ops.gla import gla, gla_chunked, gla_recurrent
 from genolin.ops.mixing import check_length, fnet_mixing, linformer_attention, synthesizer_attention
 from genolin.ops.softmax import local_softmax_attention, softmax_attention
 
