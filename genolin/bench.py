@@ -8,8 +8,15 @@ allocator's peak on a GPU and the process's peak resident memory (VmHWM, reset b
 The result is a dict (written as JSON) and a log-log plot of time against N with fitted slopes.
 
 The "hybrid" row is a cost proxy for the hybrid mixer: the plain average of softmax inside windows and global
-elu attention (the model learns a gate instead), so its error column is no approximation claim. All rows run
-genolin's PyTorch reference path; the fused GPU kernels are a separate backend.
+elu attention (the model learns a gate instead), so its error column is no approximation claim. The rows of the
+other mixers run the op as the mixer does, with fixed random stand-ins for what the model would compute from
+its input: gla, deltanet, gated_deltanet (both scan directions; decays and write strengths drawn once; q and k
+l2-normalised for the delta rule), linformer (64 projected rows, N(0, 1) projections), fnet (v's (N, H x E) as
+the hidden states), synthesizer (dense: each query's logits over the N positions from a random (D, N) map,
+the cost of the dense synthesizer's second layer). The error to softmax is reported for the variants that
+approximate it (elu, relu, exp, favor, linformer; hybrid as said), not for the mixers that compute something
+else. On CUDA, gla and the delta rules run flash-linear-attention's kernels where it is installed; the other
+rows run genolin's default path (linear attention: the Triton kernels on CUDA).
 """
 
 from __future__ import annotations
@@ -26,16 +33,60 @@ from pathlib import Path
 import torch
 
 from genolin import __version__
-from genolin.ops import favor_projection, linear_attention, local_softmax_attention, softmax_attention
+from genolin.ops import (
+    bidirectional_scan,
+    delta_rule,
+    favor_projection,
+    fnet_mixing,
+    gla,
+    linear_attention,
+    linformer_attention,
+    local_softmax_attention,
+    softmax_attention,
+    synthesizer_attention,
+)
 
 log = logging.getLogger(__name__)
 
-VARIANTS = ("softmax", "elu", "relu", "exp", "favor", "hybrid")
+VARIANTS = ("softmax", "elu", "relu", "exp", "favor", "hybrid", "gla", "deltanet", "gated_deltanet", "linformer",
+            "fnet", "synthesizer")
+APPROXIMATES_SOFTMAX = ("elu", "relu", "exp", "favor", "hybrid", "linformer")
+LINFORMER_ROWS = 64
+
+
+def _mixer_fn(variant: str, q: torch.Tensor, v: torch.Tensor) -> Callable:
+    """(q, k, v) -> o for the mixers beyond linear attention, their input-dependent parts drawn once here."""
+    b, n, h, d = q.shape
+    g = torch.Generator(device="cpu").manual_seed(n)
+
+    def draw(*shape):
+        return torch.randn(*shape, generator=g).to(q.device)
+
+    if variant == "gla":
+        decay = (torch.nn.functional.logsigmoid(draw(b, n, h, d)) / 16).clamp(min=-4)
+        return lambda q, k, v: bidirectional_scan(gla, q, k, v, g=decay)
+    if variant in ("deltanet", "gated_deltanet"):
+        beta = torch.sigmoid(draw(b, n, h)).to(q.dtype)
+        decay = -0.1 * torch.rand(b, n, h, generator=g).to(q.device) if variant == "gated_deltanet" else None
+
+        def scan(q, k, v):
+            q, k = (torch.nn.functional.normalize(x, dim=-1) for x in (q, k))
+            return bidirectional_scan(delta_rule, q, k, v, beta=beta, g=decay)
+        return scan
+    if variant == "linformer":
+        e, f = draw(LINFORMER_ROWS, n).to(q.dtype), draw(LINFORMER_ROWS, n).to(q.dtype)
+        return lambda q, k, v: linformer_attention(q, k, v, e, f)
+    if variant == "fnet":
+        return lambda q, k, v: fnet_mixing(v.reshape(b, n, -1)).view(v.shape)
+    if variant == "synthesizer":
+        w = draw(h, d, n).to(q.dtype) * d ** -0.5
+        return lambda q, k, v: synthesizer_attention(torch.einsum("bnhd,hdm->bhnm", q, w), v)
+    raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
 
 
 def _attention_fn(variant: str, *, head_dim: int, favor_features: int, window: int, chunk_size: int | None,
-                  device) -> Callable:
-    """A function (q, k, v) -> o for one variant."""
+                  device, q: torch.Tensor, v: torch.Tensor) -> Callable:
+    """A function (q, k, v) -> o for one variant (q, v: the benchmark's inputs, for the shapes of fixed draws)."""
     if variant == "softmax":
         return softmax_attention
     if variant in ("elu", "relu", "exp"):
@@ -48,7 +99,7 @@ def _attention_fn(variant: str, *, head_dim: int, favor_features: int, window: i
             glob = linear_attention(q, k, v, feature_map="elu", chunk_size=chunk_size)
             return 0.5 * (local_softmax_attention(q, k, v, window) + glob)
         return hybrid
-    raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
+    return _mixer_fn(variant, q, v)
 
 
 class _Memory:
@@ -155,17 +206,17 @@ def _rows_for_length(n, variants, dev, *, batch, heads, head_dim, value_dim, dty
     memory = _Memory(dev)
     rows = []
     for variant in variants:
-        if variant == "softmax" and n > softmax_max_n:
+        if variant in ("softmax", "synthesizer") and n > softmax_max_n:  # quadratic
             continue
         fn = _attention_fn(variant, head_dim=head_dim, favor_features=favor_features, window=window,
-                           chunk_size=chunk_size, device=dev)
+                           chunk_size=chunk_size, device=dev, q=q, v=v)
         row = {"variant": variant, "n": n}
         with torch.no_grad():
             memory.start()
             out = fn(q, k, v)
             row["forward_peak_bytes"] = memory.peak()
             row["forward_ms"] = _time(lambda fn=fn: fn(q, k, v), dev, repeats)
-        if exact is not None:
+        if exact is not None and variant in APPROXIMATES_SOFTMAX:
             o = out.double()
             row["rel_error_to_softmax"] = ((o - exact).norm() / exact.norm()).item()
             row["cosine_to_softmax"] = torch.nn.functional.cosine_similarity(o.flatten(), exact.flatten(),
@@ -233,7 +284,7 @@ def fitted_slopes(rows: list[dict], key: str, min_n: int = 4096) -> dict[str, fl
 
 def format_table(result: dict) -> str:
     """A fixed-width table of the rows."""
-    head = (f"{'variant':<8} {'N':>9} {'fwd ms':>10} {'fwd+bwd ms':>11} {'fwd MiB':>9} {'f+b MiB':>9} "
+    head = (f"{'variant':<14} {'N':>9} {'fwd ms':>10} {'fwd+bwd ms':>11} {'fwd MiB':>9} {'f+b MiB':>9} "
             f"{'rel.err':>8} {'cosine':>7}")
     lines = [head, "-" * len(head)]
 
@@ -244,7 +295,7 @@ def format_table(result: dict) -> str:
         err = f"{r['rel_error_to_softmax']:8.4f}" if "rel_error_to_softmax" in r else f"{'-':>8}"
         cos = f"{r['cosine_to_softmax']:7.4f}" if "cosine_to_softmax" in r else f"{'-':>7}"
         fb = f"{r['forward_backward_ms']:11.2f}" if "forward_backward_ms" in r else f"{'-':>11}"
-        lines.append(f"{r['variant']:<8} {r['n']:>9,} {r['forward_ms']:10.2f} {fb} {mib(r['forward_peak_bytes'])} "
+        lines.append(f"{r['variant']:<14} {r['n']:>9,} {r['forward_ms']:10.2f} {fb} {mib(r['forward_peak_bytes'])} "
                      f"{mib(r.get('forward_backward_peak_bytes'))} {err} {cos}")
     for key, label in (("forward_ms", "forward"), ("forward_backward_ms", "forward+backward")):
         slopes = fitted_slopes(result["rows"], key)
@@ -302,5 +353,5 @@ def default_lengths(device: str) -> list[int]:
     return [1024, 4096, 16384, 65536, 262144]
 
 
-__all__ = ["VARIANTS", "cpu_name", "default_lengths", "fitted_slopes", "format_table", "plot",
+__all__ = ["APPROXIMATES_SOFTMAX", "VARIANTS", "cpu_name", "default_lengths", "fitted_slopes", "format_table", "plot",
            "run_attention_benchmark", "write_result"]

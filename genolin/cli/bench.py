@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-VARIANT_HELP = "softmax, elu, relu, exp, favor, hybrid"
+VARIANT_HELP = ("softmax, elu, relu, exp, favor, hybrid, gla, deltanet, gated_deltanet, linformer, fnet, "
+                "synthesizer")
 
 
 @click.group(context_settings={"show_default": True})
@@ -29,7 +30,8 @@ def bench() -> None:
 @click.option("--window", type=click.IntRange(min=1), default=128, help="Hybrid: local softmax window.")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Chunk size of the linear op.")
 @click.option("--softmax-max-n", type=click.IntRange(min=1), default=None,
-              help="Largest N for exact softmax and the error columns (default: 262144 GPU, 8192 CPU).")
+              help="Largest N for exact softmax, the synthesizer (quadratic too) and the error columns "
+                   "(default: 262144 GPU, 8192 CPU).")
 @click.option("--backward/--no-backward", default=True, help="Also time forward+backward.")
 @click.option("--input-scale", type=click.FloatRange(min=0, min_open=True), default=0.5,
               help="Standard deviation of q and k (moderate norms, where FAVOR+ approximates softmax).")

@@ -71,9 +71,11 @@ def gla_chunked(q, k, v, g, *, scale: float, chunk_size: int = GLA_CHUNK,
     state = torch.zeros(b, h, kd, vd, dtype=dt, device=q.device) if initial_state is None \
         else initial_state.to(dt)
     inter = []
-    for i in range(nc):  # the only sequential part: (B, H, K, V) per chunk
-        inter.append(qg[:, :, i] @ state)
-        state = state * decay[:, :, i, :, None] + delta[:, :, i]
+    # the only sequential part: (B, H, K, V) per chunk. unbind, not [:, :, i]: the backward of each index would
+    # write a full-size gradient (quadratic in N); unbind's gathers them in one stack
+    for qg_i, decay_i, delta_i in zip(qg.unbind(2), decay.unbind(2), delta.unbind(2), strict=True):
+        inter.append(qg_i @ state)
+        state = state * decay_i[..., None] + delta_i
     o = o + torch.stack(inter, 2)
     o = o.permute(0, 2, 3, 1, 4).reshape(b, nc * c, h, vd)[:, :n]
     return o.to(v.dtype), state
