@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 VARIANTS = ("softmax", "elu", "relu", "exp", "favor", "hybrid", "gla", "deltanet", "gated_deltanet", "linformer",
             "fnet", "synthesizer")
-APPROXIMATES_SOFTMAX = ("elu", "relu", "exp", "favor", "hybrid", "linformer")
+APPROXIMATES_SOFTMAX = ("softmax", "elu", "relu", "exp", "favor", "hybrid", "linformer")
 LINFORMER_ROWS = 64
 
 

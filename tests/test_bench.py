@@ -8,7 +8,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from genolin.bench import VARIANTS, fitted_slopes, format_table, run_attention_benchmark
+from genolin.bench import (
+    APPROXIMATES_SOFTMAX,
+    LINFORMER_ROWS,
+    VARIANTS,
+    fitted_slopes,
+    format_table,
+    run_attention_benchmark,
+)
 from genolin.cli import cli
 from genolin.ops import favor_projection, naive_linear_attention
 
@@ -32,9 +39,17 @@ def test_benchmark_rows_and_errors():
     expected["favor"] = naive_linear_attention(q, k, v, feature_map="favor",
                                                projection=favor_projection(16, 8, seed=0).double())
     expected["hybrid"] = 0.5 * (local + expected["elu"])
+    draws = torch.Generator().manual_seed(64)  # the linformer row's projections, drawn as the benchmark does
+    e, f = (torch.randn(LINFORMER_ROWS, 64, generator=draws).double() / 8 for _ in range(2))  # / sqrt(N)
+    kp, vp = torch.einsum("pn,bnhd->bphd", e, k), torch.einsum("pn,bnhd->bphd", f, v)
+    expected["linformer"] = torch.einsum("bhnp,bphe->bnhe",
+                                         (torch.einsum("bnhd,bphd->bhnp", q, kp) / 8**0.5).softmax(-1), vp)
     for variant in VARIANTS[1:]:
         r = rows[(variant, 64)]
         assert r["forward_ms"] > 0 and r["forward_backward_ms"] > 0
+        if variant not in APPROXIMATES_SOFTMAX:  # gla, the delta rules, fnet, synthesizer: no error column
+            assert "rel_error_to_softmax" not in r
+            continue
         o = expected[variant]
         assert r["rel_error_to_softmax"] == pytest.approx(((o - exact).norm() / exact.norm()).item(), rel=1e-4)
         cosine = torch.nn.functional.cosine_similarity(o.flatten(), exact.flatten(), dim=0).item()
@@ -54,12 +69,13 @@ def test_fitted_slopes_recover_power_laws():
 
 def test_cli_writes_json_markdown_and_plot(tmp_path):
     prefix = tmp_path / "res" / "attn"
-    result = CliRunner().invoke(cli, ["-q", "bench", "attention", "--n", "32", "--n", "96", "--variants",
-                                      "softmax,elu,favor", "--heads", "2", "--head-dim", "8", "--repeats", "1",
+    names = "softmax,elu,favor,gla,deltanet,gated_deltanet,linformer,fnet,synthesizer"
+    result = CliRunner().invoke(cli, ["-q", "bench", "attention", "--n", "32", "--n", "96", "--variants", names,
+                                      "--heads", "2", "--head-dim", "8", "--repeats", "1",
                                       "--favor-features", "8", "--device", "cpu", "--out", str(prefix)])
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "res" / "attn.json").read_text())
-    assert {r["variant"] for r in data["rows"]} == {"softmax", "elu", "favor"}
+    assert {(r["variant"], r["n"]) for r in data["rows"]} == {(v, n) for v in names.split(",") for n in (32, 96)}
     assert (tmp_path / "res" / "attn.png").read_bytes()[:4] == b"\x89PNG"
     assert "genolin attention benchmark" in (tmp_path / "res" / "attn.md").read_text()
     bad = CliRunner().invoke(cli, ["bench", "attention", "--variants", "performer", "--out", str(prefix)])
