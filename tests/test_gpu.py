@@ -130,3 +130,78 @@ def test_genome_prediction_on_cuda_matches_the_cpu(tmp_path):
         assert run.predictor.amp == (device == "cuda")
     assert out["cuda"].shape == out["cpu"].shape and np.isfinite(out["cuda"]).all()
     assert np.abs(out["cuda"] - out["cpu"]).max() < 0.02
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("op", ["gla", "deltanet", "gated_deltanet"])
+@pytest.mark.parametrize("n", [1, 999, 4_097])
+def test_fla_scans_match_the_reference(dtype, op, n):
+    """fla's chunked kernels (bidirectional, padded rows) against genolin's PyTorch form in float64: outputs and
+    the gradients of q, k, v and the gates; the output buffer poisoned first."""
+    pytest.importorskip("fla.ops", reason="needs flash-linear-attention (pip install fla-core)")
+    import torch.nn.functional as F
+
+    from genolin.ops import bidirectional_scan, delta_rule, gla
+
+    g = torch.Generator(device="cuda").manual_seed(n)
+    b, h, d = 3, 4, 64
+
+    def draw(*shape):
+        return torch.randn(*shape, device="cuda", generator=g)
+
+    q, k, v, do = draw(b, n, h, d), draw(b, n, h, d), draw(b, n, h, d), draw(b, n, h, d)
+    if op == "gla":
+        gates = {"g": (F.logsigmoid(draw(b, n, h, d)) / 16).clamp(min=-4)}
+    else:
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        gates = {"beta": torch.sigmoid(draw(b, n, h)),
+                 "g": -0.2 * torch.rand(b, n, h, device="cuda", generator=g) if op == "gated_deltanet" else None}
+    mask = torch.ones(b, n, dtype=torch.bool, device="cuda")
+    mask[1, n // 2 + 1:] = False
+    mask[2, 1:] = False
+    scan = gla if op == "gla" else delta_rule
+
+    def run(backend, cast):
+        leaves = [x.detach().to(cast).requires_grad_() for x in (q, k, v)]
+        gate_leaves = {name: None if x is None else x.detach().to(torch.float64 if cast == torch.float64
+                                                                   else torch.float32).requires_grad_()
+                       for name, x in gates.items()}
+        out = torch.full((b, n, h, d), float("nan"), device="cuda", dtype=cast)
+        out.copy_(bidirectional_scan(lambda *a, **kw: scan(*a, **kw, backend=backend), *leaves, mask=mask,
+                                     **gate_leaves))
+        (out * mask[..., None, None] * do.to(cast)).sum().backward()
+        return out, [x.grad for x in leaves] + [x.grad for x in gate_leaves.values() if x is not None]
+
+    fast, fast_grads = run("fla", dtype)
+    ref, ref_grads = run("reference", torch.float64)
+    real = mask
+    tol = TOL[dtype] if dtype != torch.float32 else 2e-3  # fla's kernels use tf32 in places
+    assert torch.isfinite(fast[real]).all() and rel(fast[real], ref[real]) < tol
+    for a, r in zip(fast_grads, ref_grads, strict=True):
+        assert torch.isfinite(a).all() and rel(a, r) < 2 * tol
+
+
+@pytest.mark.parametrize("mixer", ["gla", "deltanet", "gated_deltanet", "linformer", "fnet", "synthesizer"])
+def test_new_mixers_train_on_cuda_under_autocast(mixer):
+    """A model of each mixer: bf16 autocast forward + backward on CUDA (fla kernels where they apply) against the
+    same weights on the PyTorch reference in float32."""
+    import os
+
+    torch.manual_seed(0)
+    cfg = EncoderConfig(vocab_size=9, d_model=128, n_layers=2, n_heads=4, mixer=mixer, max_len=2048, n_classes=2,
+                        track_channels=2)
+    model = Encoder(cfg).cuda()
+    ids = torch.randint(5, 9, (4, 2048), device="cuda")
+    ids[1, 1500:] = 0
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = model(ids)
+    (out.logits.float().sum() + out.track.float().sum()).backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    os.environ["GENOLIN_ATTENTION_BACKEND"] = "reference"
+    try:
+        with torch.no_grad():
+            ref = model(ids)
+    finally:
+        del os.environ["GENOLIN_ATTENTION_BACKEND"]
+    real = ids != 0
+    assert rel(out.hidden.float()[real], ref.hidden[real]) < 5e-2
