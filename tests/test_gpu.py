@@ -172,13 +172,29 @@ def test_fla_scans_match_the_reference(dtype, op, n):
         (out * mask[..., None, None] * do.to(cast)).sum().backward()
         return out, [x.grad for x in leaves] + [x.grad for x in gate_leaves.values() if x is not None]
 
+    from genolin.ops.delta_rule import fla_gated_backward_works
+
+    if op == "gated_deltanet" and not fla_gated_backward_works():
+        with pytest.raises(ValueError, match="fla issue #640"):
+            run("fla", dtype)
+        auto = bidirectional_scan(lambda *a, **kw: scan(*a, **kw, backend="auto"),
+                                  *(x.requires_grad_() for x in (q, k, v)), mask=mask, **gates)
+        assert auto.grad_fn is not None  # "auto" trains on the PyTorch form there
+        with torch.no_grad():  # and fla's forward still serves inference
+            fast = bidirectional_scan(lambda *a, **kw: scan(*a, **kw, backend="fla"), q, k, v, mask=mask, **gates)
+            ref = bidirectional_scan(lambda *a, **kw: scan(*a, **kw, backend="reference"), q.double(), k.double(),
+                                     v.double(), mask=mask, **{n: None if x is None else x.double()
+                                                               for n, x in gates.items()})
+        assert rel(fast[mask], ref[mask]) < (TOL[dtype] if dtype != torch.float32 else 2e-3)
+        return
     fast, fast_grads = run("fla", dtype)
     ref, ref_grads = run("reference", torch.float64)
-    real = mask
     tol = TOL[dtype] if dtype != torch.float32 else 2e-3  # fla's kernels use tf32 in places
-    assert torch.isfinite(fast[real]).all() and rel(fast[real], ref[real]) < tol
+    assert torch.isfinite(fast[mask]).all() and rel(fast[mask], ref[mask]) < tol
     for a, r in zip(fast_grads, ref_grads, strict=True):
-        assert torch.isfinite(a).all() and rel(a, r) < 2 * tol
+        # relative to the gradient's size, or to a small floor where it is ~0 (a gate's gradient at N = 1)
+        error = (a.double() - r.double()).norm().item()
+        assert torch.isfinite(a).all() and error < 2 * tol * max(r.norm().item(), 1e-3 * r.numel() ** 0.5)
 
 
 @pytest.mark.parametrize("mixer", ["gla", "deltanet", "gated_deltanet", "linformer", "fnet", "synthesizer"])

@@ -20,6 +20,9 @@ g (B, N, H) log-decays (<= 0; None: DeltaNet, no decay); o (B, N, H, V) in v's d
   only the S_0 terms run chunk after chunk.
 - ``delta_rule``: the public op: flash-linear-attention's ``chunk_delta_rule`` / ``chunk_gated_delta_rule``
   kernels for CUDA tensors where installed (backend "fla"), else ``delta_rule_chunked`` (backend "reference").
+  One exception, automatic: fla refuses the gated backward on Hopper GPUs (H100, H200) under Triton 3.4-3.7.0,
+  which compiles it wrongly (fla issue #640), unless tilelang is installed; there, while gradients are needed,
+  the gated rule runs the PyTorch form (inference still runs fla's forward).
 """
 
 from __future__ import annotations
@@ -92,10 +95,29 @@ def delta_rule_chunked(q, k, v, beta, g=None, *, scale: float, chunk_size: int =
     return o.to(v.dtype), state
 
 
+def fla_gated_backward_works() -> bool:
+    """False where fla refuses the gated delta rule's backward (Hopper, Triton 3.4-3.7.0, no tilelang)."""
+    import importlib.util
+
+    try:
+        from fla.utils import IS_NVIDIA_HOPPER, TRITON_ABOVE_3_4_0, TRITON_ABOVE_3_7_1
+    except ImportError:  # another fla version: assume it works (the GPU tests would say otherwise)
+        return True
+    broken = IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 and not TRITON_ABOVE_3_7_1
+    return not broken or importlib.util.find_spec("tilelang") is not None
+
+
 def delta_rule(q, k, v, beta, g=None, *, scale: float | None = None, backend: str = "auto") -> torch.Tensor:
     """One left-to-right (gated) delta-rule scan -> (B, N, H, V); see the module docstring."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    if pick_backend(backend, q) == "fla":
+    chosen = pick_backend(backend, q)
+    needs_grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, beta, g))
+    if chosen == "fla" and g is not None and needs_grad and not fla_gated_backward_works():
+        if backend == "fla":
+            raise ValueError("fla cannot differentiate the gated delta rule here (Hopper GPU, Triton < 3.7.1: fla "
+                             "issue #640); install tilelang or a newer Triton, or use backend='auto'")
+        chosen = "reference"
+    if chosen == "fla":
         if g is None:
             from fla.ops.delta_rule import chunk_delta_rule
 
@@ -108,4 +130,4 @@ def delta_rule(q, k, v, beta, g=None, *, scale: float | None = None, backend: st
     return delta_rule_chunked(q, k, v, beta, g, scale=scale)[0]
 
 
-__all__ = ["DELTA_CHUNK", "delta_rule", "delta_rule_chunked", "delta_rule_recurrent"]
+__all__ = ["DELTA_CHUNK", "delta_rule", "fla_gated_backward_works", "delta_rule_chunked", "delta_rule_recurrent"]
