@@ -11,6 +11,9 @@ others are left blank until sourced) and writes PREFIX.json and PREFIX.md.
 
     python benchmarks/gue_promoters.py --tasks prom_core_tata --preset tiny --device cpu --seeds 0,1,2
     python benchmarks/gue_promoters.py --preset base --device cuda --max-minutes 15 --out $OUT/gue_h200
+    python benchmarks/gue_promoters.py --tasks prom_core_tata --mixers linear,gla,deltanet,fnet --seeds 0 ...
+
+``--mixers``: one genolin row per mixer (``--set mixer=NAME``; empty: the preset's), the mixer column of the table.
 """
 
 from __future__ import annotations
@@ -85,12 +88,12 @@ def kmer_baseline(task_dir: Path) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-def genolin_run(args, task_dir: Path, seed: int, work: Path) -> dict:
-    run = work / f"{task_dir.name}_seed{seed}"
+def genolin_run(args, task_dir: Path, seed: int, work: Path, mixer: str = "") -> dict:
+    run = work / f"{task_dir.name}_{mixer + '_' if mixer else ''}seed{seed}"
     py = [sys.executable, "-m", "genolin", "-q"]
     t0 = time.perf_counter()
     if not (run / "best.safetensors").exists():
-        extra = [a for kv in args.set for a in ("--set", kv)]
+        extra = [a for kv in args.set for a in ("--set", kv)] + (["--set", f"mixer={mixer}"] if mixer else [])
         if args.max_minutes:
             extra += ["--max-minutes", str(args.max_minutes)]
         subprocess.run([*py, "train", "--csv", str(task_dir / "train.csv"), "--val-csv", str(task_dir / "dev.csv"),
@@ -113,6 +116,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--max-minutes", type=float, default=None, help="training time limit per run")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="settings for every run")
+    ap.add_argument("--mixers", default="", help="comma-separated mixers, one row each (default: the preset's)")
     ap.add_argument("--no-genolin", dest="genolin", action="store_false", help="the baseline only")
     ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
     ap.add_argument("--out", default="benchmarks/results/gue_promoters", help="output prefix")
@@ -126,15 +130,17 @@ def main() -> None:
         task_dir = Path(args.gue) / task
         if not (task_dir / "train.csv").exists():
             raise SystemExit(f"{task_dir / 'train.csv'}: not found (give --gue, the GUE folder)")
-        row = {"task": task, "baseline": kmer_baseline(task_dir), "genolin": []}
-        print(f"{task:17s} k-mer LR test MCC x100 {100 * row['baseline']['test_mcc']:6.2f}", flush=True)
-        if args.genolin:
-            for seed in seeds:
-                r = genolin_run(args, task_dir, seed, work)
-                row["genolin"].append(r)
-                print(f"{task:17s} genolin seed {seed} test MCC x100 {100 * r['test_mcc']:6.2f} "
-                      f"({r['train_seconds']:.0f} s)", flush=True)
-        rows.append(row)
+        baseline = kmer_baseline(task_dir)
+        print(f"{task:17s} k-mer LR test MCC x100 {100 * baseline['test_mcc']:6.2f}", flush=True)
+        for mixer in args.mixers.split(","):
+            row = {"task": task, "mixer": mixer or "preset", "baseline": baseline, "genolin": []}
+            if args.genolin:
+                for seed in seeds:
+                    r = genolin_run(args, task_dir, seed, work, mixer)
+                    row["genolin"].append(r)
+                    print(f"{task:17s} {mixer or 'preset':15s} seed {seed} test MCC x100 {100 * r['test_mcc']:6.2f} "
+                          f"({r['train_seconds']:.0f} s)", flush=True)
+            rows.append(row)
 
     import torch
 
@@ -153,9 +159,9 @@ def main() -> None:
              f"{meta['device']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin {meta['genolin']}; preset "
              f"{args.preset}, seeds {args.seeds}" + (f", {args.max_minutes} min per run" if args.max_minutes else ""),
              "", f"`{meta['command']}`", "",
-             "| task | genolin (mean +- sd over seeds) | k-mer LR (C on dev) | genolin - LR | train s per seed | "
-             + " | ".join(f"{n} (published)" for n in names) + " |",
-             "|---|---:|---:|---:|---:|" + "---:|" * len(names)]
+             "| task | mixer | genolin (mean +- sd over seeds) | k-mer LR (C on dev) | genolin - LR "
+             "| train s per seed | " + " | ".join(f"{n} (published)" for n in names) + " |",
+             "|---|---|---:|---:|---:|---:|" + "---:|" * len(names)]
     for r in rows:
         lr = 100 * r["baseline"]["test_mcc"]
         mccs = [100 * g["test_mcc"] for g in r["genolin"]]
@@ -167,7 +173,7 @@ def main() -> None:
         else:
             ours = diff = secs = ""
         pub = [str(PUBLISHED.get(r["task"], {}).get(n, "")) for n in names]
-        lines.append(f"| {r['task']} | {ours} | {lr:.2f} | {diff} | {secs} | " + " | ".join(pub) + " |")
+        lines.append(f"| {r['task']} | {r['mixer']} | {ours} | {lr:.2f} | {diff} | {secs} | " + " | ".join(pub) + " |")
     Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -74,7 +74,10 @@ class Trainer:
         self.cfg = dataclasses.replace(cfg, model=cfg.encoder_config(self.task.head(), self.task.longest_tokens()))
         self.task.cfg = self.cfg
         torch.manual_seed(self.cfg.seed)
-        self.model = Encoder(self.cfg.model).to(self.device)
+        self.model = Encoder(self.cfg.model)
+        if not resume:
+            self.task.init_model(self.model)
+        self.model = self.model.to(self.device)
         self.optimizer = make_optimizer(self.model, self.cfg)
         self.net = self.model
         if self.dist.world > 1:

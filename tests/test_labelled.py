@@ -111,3 +111,40 @@ def test_labels_tsv_errors(tmp_path):
         read_label_tsv(write(tmp_path, "l4.tsv", "a 1\n"))
     with pytest.raises(InputError, match="labels file goes with FASTA"):
         load_labelled(GUE_TATA / "dev.csv", labels=write(tmp_path, "l5.tsv", "a\t1\n"))
+
+
+def test_kmer_logits_start_from_the_fitted_regression():
+    """model.kmer_logits: training starts from scikit-learn's k-mer logistic regression (C chosen on validation),
+    copied into the model: the model's k-mer logits equal the regression's decision values."""
+    import numpy as np
+    import torch
+
+    from genolin.io.labelled import LabelledSet
+    from genolin.model import Encoder, EncoderConfig
+    from genolin.tasks.sequence import SequenceData, fit_kmer_logits, kmer_matrix
+
+    rng = np.random.default_rng(0)
+
+    def sample(n):
+        seqs, labels = [], []
+        for i in range(n):
+            s = bytearray(rng.choice(list(b"ACGT"), 60).tobytes())
+            if i % 2:  # positives carry TATAAT somewhere
+                at = rng.integers(0, 54)
+                s[at:at + 6] = b"TATAAT"
+            seqs.append(bytes(s))
+            labels.append(i % 2)
+        return LabelledSet([f"s{i}" for i in range(n)], seqs, np.array(labels), ["neg", "pos"])
+
+    train, val = SequenceData(sample(300), k=1, stride=1), SequenceData(sample(100), k=1, stride=1)
+    model = Encoder(EncoderConfig(vocab_size=9, d_model=16, n_layers=1, n_heads=2, n_classes=2, kmer_logits=6))
+    chosen = fit_kmer_logits(model, train, val, 6, seed=0)
+    assert chosen["C"] in (0.01, 0.1, 1.0, 10.0) and chosen["val_mcc"] > 0.8
+    x = torch.as_tensor(kmer_matrix(val, 6))
+    logits = model.kmer_linear(x).detach()
+    from sklearn.linear_model import LogisticRegression
+
+    xt = np.concatenate([kmer_matrix(train, 6), kmer_matrix(train, 6, rc=True)])
+    clf = LogisticRegression(C=chosen["C"], max_iter=300, random_state=0).fit(
+        xt, np.concatenate([train.dataset.labels] * 2))
+    assert np.allclose((logits[:, 1] - logits[:, 0]).numpy(), clf.decision_function(x.numpy()), atol=1e-4)

@@ -8,7 +8,7 @@ on what is learned, so the trainer, the predictor and the evaluator never ask wh
 
     training   load_training(spec) -> self.train / self.val_set; epoch_batches(rng); collate(items, rng);
                head() (the encoder's n_classes / track_channels); longest_tokens() (a length-limited mixer's
-               max_len); loss(out, batch); state() (saved in config.json)
+               max_len); init_model(model) (fits before training); loss(out, batch); state() (saved in config.json)
     scoring    probabilities(out); load_evaluation(inputs, held_out); evaluate(predictor, eval_set) -> (metrics
                with "score", the number validation maximises; what curves() plots): the one scoring path of
                validation during training and of ``genolin evaluate``
@@ -100,6 +100,10 @@ class Task(ABC):
     @abstractmethod
     def longest_tokens(self) -> int:
         """The longest training input in tokens (after ``load_training``)."""
+
+    def init_model(self, model) -> None:
+        """Set what the task can fit before training (a new run, not a resumed one); default: nothing."""
+        return None
 
     @abstractmethod
     def load_training(self, spec: DataSpec) -> None:

@@ -98,6 +98,56 @@ class SequenceData:
         return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
 
 
+def kmer_matrix(data: SequenceData, k_max: int, *, rc: bool = False, batch: int = 512) -> np.ndarray:
+    """(n, 4 + ... + 4^k_max) float32: the model's k-mer profile (``genolin.model.kmer_profile``) of each
+    sequence (of its reverse complement with ``rc``)."""
+    from genolin.model import kmer_profile
+
+    rows = []
+    for s in range(0, len(data), batch):
+        ids, _ = pad_tokens([data.tokens_of(i, rc=rc) for i in range(s, min(s + batch, len(data)))])
+        rows.append(kmer_profile(ids, k_max).numpy())
+    return np.concatenate(rows)
+
+
+def fit_kmer_logits(model, train: SequenceData, val: SequenceData | None, k_max: int, seed: int,
+                    grid=(0.01, 0.1, 1.0, 10.0)) -> dict:
+    """Fit a multinomial logistic regression on k-mer profiles (train + reverse complements; C from ``grid`` by
+    validation MCC, 1.0 without validation data) and copy it into ``model.kmer_linear``; returns what was chosen."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import matthews_corrcoef
+
+    y = train.dataset.labels
+    x = np.concatenate([kmer_matrix(train, k_max), kmer_matrix(train, k_max, rc=True)])
+    yy = np.concatenate([y, y])
+    xv = kmer_matrix(val, k_max) if val is not None and len(val) else None
+    best = None
+    for c in grid if xv is not None else (1.0,):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter bounds the time; the net goes on from it
+            clf = LogisticRegression(C=c, max_iter=300, random_state=seed).fit(x, yy)
+        score = matthews_corrcoef(val.dataset.labels, clf.predict(xv)) if xv is not None else float("nan")
+        if best is None or score > best[0]:
+            best = (score, c, clf)
+    score, c, clf = best
+    w, b = clf.coef_, clf.intercept_
+    if w.shape[0] == 1:  # two classes: one logit difference, split between the two logits
+        w, b = np.concatenate([-w / 2, w / 2]), np.concatenate([-b / 2, b / 2])
+    weight = torch.zeros_like(model.kmer_linear.weight)
+    bias = torch.zeros_like(model.kmer_linear.bias)
+    weight[clf.classes_] = torch.as_tensor(w, dtype=weight.dtype)
+    bias[clf.classes_] = torch.as_tensor(b, dtype=bias.dtype)
+    with torch.no_grad():
+        model.kmer_linear.weight.copy_(weight)
+        model.kmer_linear.bias.copy_(bias)
+    log.info("k-mer logistic regression (k = 1..%d, C = %g): validation MCC %.4f; the model starts from it",
+             k_max, c, score)
+    return {"C": c, "val_mcc": score}
+
+
 def class_weights(labels: np.ndarray, n_classes: int) -> torch.Tensor:
     """Inverse-frequency weights, mean 1 over the classes present."""
     counts = np.bincount(labels, minlength=n_classes).astype(np.float64)
@@ -159,6 +209,13 @@ class SequenceTask(Task):
         self._loss_weight = class_weights(dataset.labels, len(self.classes)) if cfg.class_weighting else None
         log.info("training set: %d sequences %s; validation: %d", len(dataset), dataset.class_counts(),
                  len(self.val_set) if self.val_set else 0)
+
+    def init_model(self, model) -> None:
+        """With ``model.kmer_logits``: fit the k-mer logistic regression first (scikit-learn, on the training
+        sequences and their reverse complements, C chosen on validation MCC) and start the model's k-mer term from
+        it, so training begins where the linear model ends instead of at zero."""
+        if model.kmer_linear is not None:
+            fit_kmer_logits(model, self.train, self.val_set, self.cfg.model.kmer_logits, self.cfg.seed)
 
     def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[int]]:
         return self.train.batches(self.cfg.batch_size, self.cfg.max_tokens, rng)  # one pass over the data
