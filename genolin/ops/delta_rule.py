@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 
 from genolin.ops.feature_maps import acc_dtype
-from genolin.ops.gla import pick_backend
+from genolin.ops.gla import pick_backend, start_state
 
 DELTA_CHUNK = 32  # the (C, C) work grows with C; 16-32 is fastest on CPUs
 
@@ -39,8 +39,7 @@ def delta_rule_recurrent(q, k, v, beta, g=None, *, scale: float, initial_state: 
     """The definition, token by token: -> (o (B, N, H, V), final state (B, H, K, V))."""
     dt = acc_dtype(q.dtype)
     b, n, h, kd = q.shape
-    state = torch.zeros(b, h, kd, v.shape[-1], dtype=dt, device=q.device) if initial_state is None \
-        else initial_state.to(dt)
+    state = start_state(initial_state, (b, h, kd, v.shape[-1]), dt, q.device)
     out = []
     for t in range(n):
         kt, vt, bt = k[:, t].to(dt), v[:, t].to(dt), beta[:, t].to(dt)[..., None]
@@ -83,8 +82,7 @@ def delta_rule_chunked(q, k, v, beta, g=None, *, scale: float, chunk_size: int =
     q_b = q * (cum.exp() * scale)[..., None]
     last = cum[..., -1:]  # b_C, (B, H, nc, 1)
     k_end = k * ((last - cum).exp() * beta)[..., None]  # exp(b_C - b_s) beta_s k_s
-    state = torch.zeros(b, h, kd, vd, dtype=dt, device=q.device) if initial_state is None \
-        else initial_state.to(dt)
+    state = start_state(initial_state, (b, h, kd, vd), dt, q.device)
     out = []
     chunks = zip(*(x.unbind(2) for x in (u_v, u_k, q_b, qk, last.exp(), k_end)), strict=True)  # unbind: see gla
     for u_v_i, u_k_i, q_b_i, qk_i, decay_i, k_end_i in chunks:  # sequential over chunks: the (B, H, K, V) state

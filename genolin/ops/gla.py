@@ -32,12 +32,16 @@ GLA_CHUNK = 16
 BACKENDS = ("auto", "reference", "fla")
 
 
+def start_state(initial_state: torch.Tensor | None, shape: tuple, dt, device) -> torch.Tensor:
+    """The scan's state at the start: ``initial_state`` in dtype ``dt``, or zeros of ``shape`` (B, H, K, V)."""
+    return torch.zeros(shape, dtype=dt, device=device) if initial_state is None else initial_state.to(dt)
+
+
 def gla_recurrent(q, k, v, g, *, scale: float, initial_state: torch.Tensor | None = None):
     """The definition, token by token: -> (o (B, N, H, V), final state (B, H, K, V)); float32 or float64 math."""
     dt = acc_dtype(q.dtype)
     b, n, h, kd = q.shape
-    state = torch.zeros(b, h, kd, v.shape[-1], dtype=dt, device=q.device) if initial_state is None \
-        else initial_state.to(dt)
+    state = start_state(initial_state, (b, h, kd, v.shape[-1]), dt, q.device)
     out = []
     for t in range(n):
         state = state * g[:, t].to(dt).exp()[..., None] + k[:, t].to(dt)[..., None] * v[:, t].to(dt)[..., None, :]
@@ -68,8 +72,7 @@ def gla_chunked(q, k, v, g, *, scale: float, chunk_size: int = GLA_CHUNK,
     k_to_end = k * (last - cum).exp()  # keys decayed to the chunk's end
     delta = k_to_end.transpose(-1, -2) @ v  # (B, H, nc, K, V): the chunk's own contribution to the state
     decay = last.squeeze(3).exp()  # (B, H, nc, K)
-    state = torch.zeros(b, h, kd, vd, dtype=dt, device=q.device) if initial_state is None \
-        else initial_state.to(dt)
+    state = start_state(initial_state, (b, h, kd, vd), dt, q.device)
     inter = []
     # the only sequential part: (B, H, K, V) per chunk. unbind, not [:, :, i]: the backward of each index would
     # write a full-size gradient (quadratic in N); unbind's gathers them in one stack
