@@ -75,8 +75,7 @@ class Trainer:
         self.task.cfg = self.cfg
         torch.manual_seed(self.cfg.seed)
         self.model = Encoder(self.cfg.model)
-        if not resume:
-            self.task.init_model(self.model)
+        self.fitted_at_start = not resume and self.task.init_model(self.model)
         self.model = self.model.to(self.device)
         self.optimizer = make_optimizer(self.model, self.cfg)
         self.net = self.model
@@ -224,6 +223,17 @@ class Trainer:
         finally:
             self.model.train()
 
+    def validate_start(self) -> None:
+        """Validation of the model as the task set it up (epoch 0): the best weights unless training beats it."""
+        st = self.state
+        metrics = self.evaluate()
+        if metrics is None:
+            return
+        st["best"], st["best_epoch"] = metrics["score"], 0
+        self.checkpoint(best=True, metrics=metrics)
+        self._log_metrics({"epoch": 0, "step": 0, "val": metrics})
+        log.info("before training: validation score %.4f", metrics["score"])
+
     def end_stopped(self, reason: str) -> None:
         """A stop rule fired inside an epoch: validation at the stop point (a better score becomes the best weights;
         patience is not charged), and a checkpoint from which --resume continues the epoch."""
@@ -299,6 +309,8 @@ class Trainer:
         st = self.state
         total, epochs = self.plan()
         t_start = time.monotonic()
+        if self.fitted_at_start and st["step"] == 0 and st["best"] is None:
+            self.validate_start()
         self.model.train()
         stopped = None
         while st["epoch"] < epochs and not st["done"] and not self.schedule_done():

@@ -101,9 +101,10 @@ class Task(ABC):
     def longest_tokens(self) -> int:
         """The longest training input in tokens (after ``load_training``)."""
 
-    def init_model(self, model) -> None:
-        """Set what the task can fit before training (a new run, not a resumed one); default: nothing."""
-        return None
+    def init_model(self, model) -> bool:
+        """Set what the task can fit before training (a new run, not a resumed one); True when it did, so the
+        trainer validates the model before the first step. Default: nothing."""
+        return False
 
     @abstractmethod
     def load_training(self, spec: DataSpec) -> None:

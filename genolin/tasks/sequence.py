@@ -210,12 +210,18 @@ class SequenceTask(Task):
         log.info("training set: %d sequences %s; validation: %d", len(dataset), dataset.class_counts(),
                  len(self.val_set) if self.val_set else 0)
 
-    def init_model(self, model) -> None:
+    def init_model(self, model) -> bool:
         """With ``model.kmer_logits``: fit the k-mer logistic regression first (scikit-learn, on the training
-        sequences and their reverse complements, C chosen on validation MCC) and start the model's k-mer term from
-        it, so training begins where the linear model ends instead of at zero."""
-        if model.kmer_linear is not None:
-            fit_kmer_logits(model, self.train, self.val_set, self.cfg.model.kmer_logits, self.cfg.seed)
+        sequences and their reverse complements, C chosen on validation MCC), start the model's k-mer term from it
+        and its classifier at zero: the untrained model is that regression, validated before the first step, so
+        early stopping keeps it unless training beats it on validation."""
+        if model.kmer_linear is None:
+            return False
+        fit_kmer_logits(model, self.train, self.val_set, self.cfg.model.kmer_logits, self.cfg.seed)
+        with torch.no_grad():
+            model.classifier.weight.zero_()
+            model.classifier.bias.zero_()
+        return True
 
     def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[int]]:
         return self.train.batches(self.cfg.batch_size, self.cfg.max_tokens, rng)  # one pass over the data
