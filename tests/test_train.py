@@ -74,7 +74,8 @@ def test_sequence_train_evaluate_predict(tmp_path, gue_small):
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [f"model-{step:08d}.safetensors",
                                                                        f"optimizer-{step:08d}.safetensors"]
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in records] == [1, 2] and all("mcc" in r["val"] for r in records)
+    # epoch 0: the tiny preset's model before training, its k-mer term the fitted regression, validated first
+    assert [r["epoch"] for r in records] == [0, 1, 2] and all("mcc" in r["val"] for r in records)
     assert "epoch 2: loss" in (out / "train.log").read_text()  # the log keeps INFO lines under -q
     config = json.loads((out / "config.json").read_text())
     assert config["task"] == "sequence" and config["classes"] == ["0", "1"] and config["train"]["seed"] == 3
@@ -334,4 +335,5 @@ def test_labelled_fasta_forms_accumulation_and_early_stopping(tmp_path, gue_smal
             "--epochs", 10, "--config", tmp_path / "still.yaml")
     assert r.exit_code == 0, r.output
     state = json.loads((tmp_path / "c" / "trainer_state.json").read_text())
-    assert state["done"] and state["epoch"] == 3 and state["best_epoch"] == 1
+    # the fitted k-mer regression, validated before training (epoch 0), stays the best: patience 2 ends at epoch 2
+    assert state["done"] and state["epoch"] == 2 and state["best_epoch"] == 0
