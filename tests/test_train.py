@@ -337,3 +337,25 @@ def test_labelled_fasta_forms_accumulation_and_early_stopping(tmp_path, gue_smal
     state = json.loads((tmp_path / "c" / "trainer_state.json").read_text())
     # the fitted k-mer regression, validated before training (epoch 0), stays the best: patience 2 ends at epoch 2
     assert state["done"] and state["epoch"] == 2 and state["best_epoch"] == 0
+
+
+@pytest.mark.parametrize("mixer", ["gla", "deltanet", "gated_deltanet", "linformer", "fnet", "synthesizer"])
+def test_every_mixer_trains_and_predicts_from_the_cli(tmp_path, gue_small, mixer):
+    """`genolin train --set mixer=NAME` with the tiny preset, then `genolin predict` (the sequences' probabilities);
+    a length-limited mixer keeps the max_len training chose and refuses longer sequences with one line."""
+    out = tmp_path / "run"
+    r = run("train", "--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--out", out,
+            "--epochs", 1, "--set", f"mixer={mixer}", "--set", "d_model=32")
+    assert r.exit_code == 0, r.output
+    config = json.loads((out / "config.json").read_text())["train"]["model"]
+    assert config["mixer"] == mixer
+    r = run("predict", "--model", out, "--csv", gue_small / "dev.csv", "--out", tmp_path / "p.tsv")
+    assert r.exit_code == 0, r.output
+    rows = (tmp_path / "p.tsv").read_text().splitlines()
+    assert len(rows) == 101 and all(0 <= float(x.split("\t")[2]) <= 1 for x in rows[1:])
+    if mixer in ("linformer", "synthesizer"):
+        assert config["max_len"] == 70  # the longest training sequence, in single-base tokens
+        (tmp_path / "long.fa").write_text(">long\n" + "ACGT" * 30 + "\n")
+        r = run("predict", "--model", out, "--fasta", tmp_path / "long.fa", "--out", tmp_path / "q.tsv")
+        assert r.exit_code != 0 and "'long' has 120 tokens" in r.output and "model.max_len (70)" in r.output
+        assert not (tmp_path / "q.tsv").exists()
