@@ -71,7 +71,6 @@ class TrainConfig:
         """The encoder of a run: ``model`` with the vocabulary of k, the task's head and the run's seed; a
         length-limited mixer (linformer, synthesizer) without a max_len gets ``longest``, the longest training
         input in tokens."""
-        from genolin.model import LENGTH_LIMITED_MIXERS
         from genolin.tokenize import vocab_size
 
         if self.model.mixer in LENGTH_LIMITED_MIXERS and not self.model.max_len:
@@ -299,7 +298,7 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
     if task == "track" and cfg.model.mixer in LENGTH_LIMITED_MIXERS and 0 < cfg.model.max_len < window_tokens:
         item = user.get("model.max_len") or user.get("window_bp") or user.get("model.mixer")
         raise InputError(item.source if item else None,
-                         f"windows of {cfg.window_bp // cfg.stride} tokens (window_bp / stride) are longer than the "
+                         f"windows of {window_tokens} tokens (window_bp / stride) are longer than the "
                          f"{cfg.model.mixer} mixer's model.max_len ({cfg.model.max_len})", item.line if item else None)
     return cfg
 

@@ -10,7 +10,8 @@
     -> sequence head: masked mean (or attention) pooling -> logits (B, n_classes)
                       (+ with ``kmer_logits`` K: a linear map of the sequence's k-mer profile, k = 1..K, each
                       k's counts over windows of real bases divided by their number: a bag-of-k-mers logistic
-                      regression trained inside the model, so it can do no worse than one)
+                      regression inside the model; training starts it from the fitted regression,
+                      ``SequenceTask.init_model``)
     -> track head:    per-token logits (B, N, track_channels)    (e.g. + and - strand promoter scores)
 
 Mixers (``EncoderConfig.mixer``):
