@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from genolin.config import DataSpec, TrainConfig
 from genolin.errors import InputError
 from genolin.io.labelled import LabelledSet, load_labelled
-from genolin.model import LENGTH_LIMITED_MIXERS
+from genolin.model import LENGTH_LIMITED_MIXERS, kmer_profile
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
 from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, reverse_complement_map
@@ -101,8 +101,6 @@ class SequenceData:
 def kmer_matrix(data: SequenceData, k_max: int, *, rc: bool = False, batch: int = 512) -> np.ndarray:
     """(n, 4 + ... + 4^k_max) float32: the model's k-mer profile (``genolin.model.kmer_profile``) of each
     sequence (of its reverse complement with ``rc``)."""
-    from genolin.model import kmer_profile
-
     rows = []
     for s in range(0, len(data), batch):
         ids, _ = pad_tokens([data.tokens_of(i, rc=rc) for i in range(s, min(s + batch, len(data)))])
@@ -113,7 +111,7 @@ def kmer_matrix(data: SequenceData, k_max: int, *, rc: bool = False, batch: int 
 def fit_kmer_logits(model, train: SequenceData, val: SequenceData | None, k_max: int, seed: int,
                     grid=(0.001, 0.003, 0.01, 0.03, 0.1)) -> dict:
     """Fit a multinomial logistic regression on k-mer profiles (train + reverse complements; C from ``grid`` by
-    validation MCC, 1.0 without validation data) and copy it into ``model.kmer_linear``; returns what was chosen."""
+    validation MCC, 0.01 without validation data) and copy it into ``model.kmer_linear``; returns what was chosen."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
