@@ -63,7 +63,9 @@ def _mixer_fn(variant: str, q: torch.Tensor, v: torch.Tensor) -> Callable:
         return torch.randn(*shape, generator=g).to(q.device)
 
     if variant == "gla":
-        decay = (torch.nn.functional.logsigmoid(draw(b, n, h, d)) / 16).clamp(min=-4)
+        from genolin.model import GLA_GATE_NORMALIZER, GLA_MIN_LOG_DECAY  # the gla mixer's gate, as it bounds it
+
+        decay = (torch.nn.functional.logsigmoid(draw(b, n, h, d)) / GLA_GATE_NORMALIZER).clamp(min=GLA_MIN_LOG_DECAY)
         return lambda q, k, v: bidirectional_scan(gla, q, k, v, g=decay)
     if variant in ("deltanet", "gated_deltanet"):
         beta = torch.sigmoid(draw(b, n, h)).to(q.dtype)
