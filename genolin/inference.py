@@ -4,6 +4,7 @@ outputs into the task's probabilities, average with the reverse complement. Vali
 
     load_run(RUN_DIR, device) -> Run: config (RunConfig), task, model (best weights, eval mode), predictor
     Predictor.sequence_probs(SequenceData, rc_average) -> (n, C) float64 class probabilities, in the data's order
+    Predictor.sequence_log_probs(SequenceData, rc_average) -> (n, C) their logarithms, from the logits
     Predictor.region_probs(TrackData, regions, rc_average) -> pieces (contig, first bin, probs (n, 2) float32)
         covering every bin of every region, in order
 
@@ -64,12 +65,15 @@ class Predictor:
         return self.dist.main
 
     @torch.no_grad()
-    def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Probabilities on the device, float32."""
+    def outputs(self, ids: torch.Tensor, mask: torch.Tensor):
+        """The model's EncoderOutput for a batch, on the device (bf16 autocast on CUDA when the run trained so)."""
         model = self.model if self.compiled is None else self.compiled
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
-            out = model(ids.to(self.device, non_blocking=True), mask.to(self.device, non_blocking=True))
-        return self.task.probabilities(out).float()
+            return model(ids.to(self.device, non_blocking=True), mask.to(self.device, non_blocking=True))
+
+    def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Probabilities on the device, float32."""
+        return self.task.probabilities(self.outputs(ids, mask)).float()
 
     def _probs(self, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
         return self._forward(ids, mask).cpu().numpy()
@@ -85,6 +89,20 @@ class Predictor:
                 rc = data.collate(indices, rc=True)
                 probs = 0.5 * (probs + self._probs(rc.ids, rc.mask))
             out[indices] = probs
+        return out
+
+    def sequence_log_probs(self, data: SequenceData, *, rc_average: bool = False) -> np.ndarray:
+        """(n, C) float64 log class probabilities: the logarithms of what ``sequence_probs`` gives, computed from
+        the logits (log-softmax), so log-odds near certainty keep their digits."""
+        out = np.zeros((len(data), self.model.cfg.n_classes), dtype=np.float64)
+        for indices in data.batches(self.batch_size, self.max_tokens, None):
+            batch = data.collate(indices)
+            lp = torch.log_softmax(self.outputs(batch.ids, batch.mask).logits.double(), -1).cpu().numpy()
+            if rc_average:  # log of the mean of the two strands' probabilities
+                rc = data.collate(indices, rc=True)
+                lp_rc = torch.log_softmax(self.outputs(rc.ids, rc.mask).logits.double(), -1).cpu().numpy()
+                lp = np.logaddexp(lp, lp_rc) - np.log(2.0)
+            out[indices] = lp
         return out
 
     # -- genome regions --------------------------------------------------------------------------------------

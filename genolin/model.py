@@ -1,7 +1,7 @@
 """The genolin encoder: k-mer token ids -> contextual embeddings -> sequence class logits and per-token tracks.
 
     ids (B, N) long, mask (B, N) bool (True = real token; default ids != [PAD])
-    -> embedding (B, N, d)
+    -> embedding (B, N, d)   (+ fixed sinusoids of the token index, ``positions="sinusoidal"``)
     -> optional stem: x += GELU(Conv1d(x)), a full (d -> d) convolution of width ``stem_kernel`` (motif
        detectors over single bases or short k-mers: what short labelled sequences need from scratch)
     -> n_layers x Block:  x += Mixer(Conv(Norm(x)))   (depthwise conv along N, then attention)
@@ -96,6 +96,7 @@ class EncoderConfig:
     synthesizer_rank: int = 32  # synthesizer "random": rank of the learned logits R1 R2^T
     conv_kernel: int = 7
     stem_kernel: int = 0  # > 0: a full convolution of this width over the embeddings, before the blocks
+    positions: str = "off"  # off | sinusoidal: add fixed sinusoids of the token's index to the embeddings
     kmer_logits: int = 0  # > 0: sequence logits += a linear map of the k-mer profile, k = 1..this (single-base ids)
     mlp_ratio: float = 8 / 3  # gated MLP hidden size / d_model
     dropout: float = 0.0
@@ -126,6 +127,10 @@ class EncoderConfig:
             raise ValueError("stem_kernel must be >= 0, and 0 for a causal encoder")
         if self.causal and self.mixer not in ("softmax", *STREAMING_MIXERS):
             raise ValueError(f"causal=True is for the softmax, linear, favor and hybrid mixers, not {self.mixer!r}")
+        if self.positions not in ("off", "sinusoidal"):
+            raise ValueError(f"positions must be 'off' or 'sinusoidal', got {self.positions!r}")
+        if self.causal and self.positions != "off":
+            raise ValueError("positions must be 'off' for a causal encoder (its step API has no index)")
         if self.synthesizer not in ("dense", "random"):
             raise ValueError(f"synthesizer must be 'dense' or 'random', got {self.synthesizer!r}")
         if min(self.linformer_rows, self.synthesizer_rank) < 1 or self.max_len < 0:
@@ -453,6 +458,19 @@ def kmer_profile(ids: torch.Tensor, k_max: int) -> torch.Tensor:
     return torch.cat(parts, 1)
 
 
+def sinusoids(n: int, d: int, device=None, dtype=None) -> torch.Tensor:
+    """(n, d) absolute-position signal: column pairs (sin, cos)(i / 10000^(2j/d)) of the index i (Transformer's).
+
+    For short sequences whose content sits at fixed offsets (GUE's core promoters are centred on the TSS, the
+    TATA box near -30): elu linear attention has no position signal of its own beyond its convolutions."""
+    i = torch.arange(n, device=device, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, d, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / d))
+    out = torch.zeros(n, d, device=device, dtype=torch.float32)
+    out[:, 0::2] = torch.sin(i * freq)
+    out[:, 1::2] = torch.cos(i * freq[: d // 2])
+    return out.to(dtype)
+
+
 def _without_padding(mask: torch.Tensor) -> torch.Tensor | None:
     """None when every token is real (the maskless, faster paths: flash attention); else ``mask``.
 
@@ -489,13 +507,18 @@ class Encoder(nn.Module):
         self.padding_check = torch.compiler.disable(_without_padding)
         return self
 
-    def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None):
-        """ids (B, N) -> hidden (B, N, d). ``stream``: None = automatically when gradients are off and N > chunk."""
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None,
+               x: torch.Tensor | None = None):
+        """ids (B, N) -> hidden (B, N, d). ``stream``: None = automatically when gradients are off and N > chunk.
+        ``x`` (B, N, d): token embeddings to use instead of ``embed(ids)`` (attributions differentiate through
+        them: ``genolin.explain``)."""
         cfg = self.cfg
         if mask is None:
             mask = ids != cfg.pad_id
         mask_or_none = self.padding_check(mask)
-        x = self.embed(ids)
+        x = self.embed(ids) if x is None else x
+        if cfg.positions == "sinusoidal":
+            x = x + sinusoids(ids.shape[1], cfg.d_model, x.device, x.dtype) * mask.unsqueeze(-1)
         if self.stem is not None:  # padding embeds to zero (padding_idx), so it adds nothing to real tokens
             x = x + F.gelu(self.stem(x.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2))
         if stream is None:
@@ -528,13 +551,16 @@ class Encoder(nn.Module):
         weights = torch.softmax(scores, dim=1).nan_to_num(0.0)  # all-padding rows: zeros
         return (weights * hidden).sum(1)
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None):
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None,
+                x: torch.Tensor | None = None, profile: torch.Tensor | None = None):
+        """``x``, ``profile``: token embeddings and k-mer profile given instead of computed from ``ids``."""
         if mask is None:
             mask = ids != self.cfg.pad_id
-        hidden = self.encode(ids, mask, stream=stream)
+        hidden = self.encode(ids, mask, stream=stream, x=x)
         logits = self.classifier(self.pool(hidden, mask)) if self.classifier is not None else None
         if self.kmer_linear is not None:
-            logits = logits + self.kmer_linear(kmer_profile(ids, self.cfg.kmer_logits).to(logits.dtype))
+            profile = kmer_profile(ids, self.cfg.kmer_logits) if profile is None else profile
+            logits = logits + self.kmer_linear(profile.to(logits.dtype))
         track = self.track_head(hidden) if self.track_head is not None else None
         return EncoderOutput(hidden=hidden, logits=logits, track=track)
 

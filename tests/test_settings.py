@@ -60,3 +60,23 @@ def test_bad_settings_are_one_line_before_data(tmp_path, args, yaml_text, messag
 def test_bench_lengths_must_be_positive():
     r = CliRunner().invoke(cli, ["bench", "attention", "--n", "0", "--device", "cpu"])
     assert r.exit_code == 2 and "0 is not in the range x>=1" in r.output
+
+
+def test_every_text_settings_default_reads_back():
+    """A saved run's config.json is read through the same typing as --set: a text default such as "none"
+    would read as a missing value (YAML's null) and the run could not be loaded again."""
+    import dataclasses
+
+    from genolin.config import TYPES, TrainConfig, coerce
+
+    cfg = TrainConfig()
+    for key, kind in TYPES.items():
+        if kind.split("|")[0].strip() != "str":
+            continue
+        holder = cfg.model if key.startswith("model.") else cfg
+        default = getattr(holder, key.removeprefix("model."))
+        if isinstance(default, str):
+            assert coerce(Setting(key, default, "test"), key) == default, key
+    assert dataclasses.replace(cfg.model, positions="sinusoidal").positions == "sinusoidal"
+    with pytest.raises(ValueError, match="positions"):
+        dataclasses.replace(cfg.model, positions="learned")

@@ -25,6 +25,7 @@ COMMANDS = {
     "train": "genolin.cli.train:train",
     "evaluate": "genolin.cli.evaluate:evaluate",
     "predict": "genolin.cli.predict:predict",
+    "explain": "genolin.cli.explain:explain",
     "bench": "genolin.cli.bench:bench",
 }
 

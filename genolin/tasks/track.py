@@ -456,11 +456,15 @@ class TrackTask(Task):
         return ((1 - p_t) ** self.cfg.focal_gamma * terms).mean()
 
     # -- scoring -----------------------------------------------------------------------------------------------
-    def probabilities(self, out) -> torch.Tensor:
-        """(B, T, 2) per-bin probabilities, prior-corrected for the positive weight used in training: weighting
+    def log_odds(self, out) -> torch.Tensor:
+        """(B, T, 2) per-bin log-odds, prior-corrected for the positive weight used in training: weighting
         positives by w multiplies the odds the model learns by w, so ln(w) is subtracted from the logits."""
         shift = math.log(self.pos_weight) if self.pos_weight and self.pos_weight > 0 else 0.0
-        return torch.sigmoid(out.track.float() - shift)
+        return out.track.float() - shift
+
+    def probabilities(self, out) -> torch.Tensor:
+        """(B, T, 2) per-bin probabilities: the sigmoid of ``log_odds``."""
+        return torch.sigmoid(self.log_odds(out))
 
     def load_evaluation(self, inputs: DataSpec, *, held_out: bool = False) -> GenomeRegions:
         if not (inputs.fasta and inputs.tss) or inputs.csv:

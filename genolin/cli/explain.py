@@ -1,0 +1,48 @@
+"""``genolin explain``: per-base attributions (ISM, saliency, DeepLIFT/SHAP) with logos and bigWig tracks."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--model", "model_dir", required=True, metavar="RUN_DIR", help="A run directory from genolin train.")
+@click.option("--fasta", multiple=True, metavar="FASTA",
+              help="Sequences (sequence classifier) or a genome (track model, with --regions).")
+@click.option("--csv", metavar="CSV", help="Sequences in a CSV/TSV 'sequence' column (sequence classifier).")
+@click.option("--regions", metavar="BED", help="Track model: the genome regions to explain (BED; column 6 the "
+                                                "strand whose bin is explained, '.' = +).")
+@click.option("--method", type=click.Choice(["ism", "saliency", "deepliftshap"]), default="ism",
+              help="ism: exact single-base substitution effects on the log-odds; saliency: gradients (captum); "
+                   "deepliftshap: DeepLIFT/SHAP against dinucleotide shuffles (tangermeme).")
+@click.option("--target", metavar="CLASS", default=None,
+              help="Sequence classifier: the class whose log-odds are explained [default: the second of two].")
+@click.option("--rc-average/--no-rc-average", default=False,
+              help="Sequence classifier, ism: explain the strand-averaged probability (as predict --rc-average).")
+@click.option("--bin", "bin_offset", type=int, default=0,
+              help="Track model: the explained bin, in bins from the bin of the region's centre base.")
+@click.option("--top", type=click.IntRange(min=0), default=5, help="Sequence logos (PNG) of this many sequences "
+                                                                    "with the highest log-odds.")
+@click.option("--shuffles", type=click.IntRange(min=1), default=20, help="deepliftshap: references per sequence.")
+@click.option("--seed", type=int, default=0, help="deepliftshap: seed of the shuffles.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
+@click.option("--out", required=True, metavar="DIR",
+              help="Folder for METHOD.npz (one (L, 4) array per sequence, columns A C G T), scores.tsv, logos/ "
+                   "and, for regions, METHOD.bw.")
+def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offset, top, shuffles, seed, device,
+            out) -> None:
+    """Explain predictions: which bases drive each sequence's score."""
+    import logging
+
+    from genolin.config import DataSpec
+    from genolin.explain import ExplainOptions
+    from genolin.explain import explain as run_explain
+    from genolin.inference import load_run
+
+    if bool(csv) == bool(fasta):
+        raise click.UsageError("give the input as --fasta or as --csv")
+    run = load_run(model_dir, device)
+    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
+    options = ExplainOptions(method=method, target=target, rc_average=rc_average, bin_offset=bin_offset, top=top,
+                             shuffles=shuffles, seed=seed)
+    logging.getLogger("genolin").info("%s", run_explain(run, inputs, out, options, regions_bed=regions))

@@ -1,0 +1,431 @@
+"""``genolin explain``: which bases drive a prediction.
+
+    explain(run, inputs, out_dir, options) -> a one-line summary
+    ism_sequences(run, seqs, target, rc_average) -> [(L, 4) float32], reference log-odds (n,)
+    ism_regions(run, genome, regions, bin_offset) -> [(L, 4) float32], reference log-odds (n,)
+    gradient_attributions(run, seqs or region sequences, method, ...) -> [(L, 4) float32]
+
+What is explained is a log-odds score:
+- sequence classifier: log p(target) - log(1 - p(target)) (two classes: log p(positive) - log p(negative); the
+  target defaults to the second class, the one ``genolin predict``'s threshold applies to), with ``rc_average``
+  of the strand-averaged probabilities, exactly as ``genolin predict --rc-average`` computes them;
+- track model: the prior-corrected log-odds of one bin (``bin_offset`` bins from the bin of the region's centre
+  base) on the region's strand (BED column 6; "." counts as +), the model run on the region's bases alone.
+
+Methods, every one an (L, 4) float32 array per sequence, columns A, C, G, T:
+- ``ism``: in-silico saturation mutagenesis, exact: entry (i, b) is the score of the sequence with base i replaced
+  by b minus the score of the sequence itself (0 at the reference base; at an N every base is a substitution).
+  Mutants are re-tokenized like any input (k-mers, stride), so a k-mer model's answer is the one predict gives.
+- ``saliency``: the gradient of the score with respect to one-hot bases (captum ``Saliency``), centred over the
+  four bases at each position (the component off the one-hot simplex removed).
+- ``deepliftshap``: DeepLIFT/SHAP (tangermeme ``deep_lift_shap``) against dinucleotide-shuffled references,
+  hypothetical contributions (what each base would contribute at that position).
+Gradients need the model as a function of one-hot bases X (B, 4, L): the token of the k-mer at bases
+i..i+k-1 gets the embedding sum_m P_m E[m] + (1 - sum_m P_m) E[UNK], where P_m is the product of X's entries for
+the bases of k-mer m. At one-hot inputs that is exactly the token's embedding (an N, all zeros, gives [UNK]); in
+between it is multilinear, so gradients see every base of every k-mer it is in. The bag-of-k-mers term of
+``kmer_logits`` models is computed from the same products.
+
+Outputs in DIR: ``<method>.npz`` (one array per sequence id), ``scores.tsv`` (id, length, reference log-odds,
+largest importance), ``logos/<rank>_<id>.png`` (logomaker) for the sequences with the highest scores, and for
+genome regions ``<method>.bw``: per base, the importance of the reference base (ism: minus the mean of its three
+substitution effects, i.e. how much the score drops when it mutates; gradients: the reference base's value).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from genolin.errors import InputError
+from genolin.tokenize import N_SPECIAL, UNK, kmer_ids, n_tokens
+
+log = logging.getLogger(__name__)
+
+METHODS = ("ism", "saliency", "deepliftshap")
+BASES = b"ACGT"
+_CODE = np.full(256, 4, dtype=np.int64)
+for _i, _b in enumerate(BASES):
+    _CODE[_b] = _CODE[_b + 32] = _i
+
+
+@dataclass
+class ExplainOptions:
+    method: str = "ism"
+    target: str | None = None  # sequence classifier: the class explained (default: the second of two)
+    rc_average: bool = False  # sequence classifier: explain the strand-averaged probability
+    bin_offset: int = 0  # track model: bins from the centre base's bin
+    top: int = 5  # logos for this many top-scoring sequences
+    batch_size: int = 256  # mutants or sequences per forward
+    shuffles: int = 20  # deepliftshap: dinucleotide-shuffled references per sequence
+    seed: int = 0
+
+
+def one_hot(seq: bytes) -> np.ndarray:
+    """ACGT bytes (any case; others are N) -> (L, 4) float32, rows of zeros at N."""
+    codes = _CODE[np.frombuffer(seq, dtype=np.uint8)]
+    out = np.zeros((len(seq), 5), dtype=np.float32)
+    out[np.arange(len(seq)), codes] = 1.0
+    return out[:, :4]
+
+
+def target_index(classes: list[str], target: str | None) -> int:
+    if target is None:
+        if len(classes) != 2:
+            raise InputError("--target", f"the model has {len(classes)} classes ({', '.join(classes)}); name the "
+                                         "one to explain")
+        return 1
+    if target not in classes:
+        raise InputError("--target", f"class {target!r} is not one of the model's classes ({', '.join(classes)})")
+    return classes.index(target)
+
+
+def class_log_odds(log_probs: np.ndarray, t: int) -> np.ndarray:
+    """(n, C) log probabilities -> (n,) log p_t - log(1 - p_t), from the other classes' log-probabilities."""
+    others = np.delete(log_probs, t, axis=1)
+    return log_probs[:, t] - np.logaddexp.reduce(others, axis=1)
+
+
+def mutants(seq: bytes) -> tuple[list[bytes], np.ndarray]:
+    """Every single-base substitution of ``seq``: (the mutant sequences, (M, 2) their (position, base index))."""
+    ref = _CODE[np.frombuffer(seq, dtype=np.uint8)]
+    where = [(i, b) for i in range(len(seq)) for b in range(4) if ref[i] != b]
+    out = []
+    for i, b in where:
+        out.append(seq[:i] + BASES[b:b + 1] + seq[i + 1:])
+    return out, np.array(where, dtype=np.int64).reshape(-1, 2)
+
+
+def _scatter(effects: np.ndarray, where: np.ndarray, length: int) -> np.ndarray:
+    out = np.zeros((length, 4), dtype=np.float32)
+    out[where[:, 0], where[:, 1]] = effects
+    return out
+
+
+# -- sequence classifiers ---------------------------------------------------------------------------------------
+def sequence_scores(run, seqs: list[bytes], t: int, rc_average: bool) -> np.ndarray:
+    """(n,) float64 log-odds of class ``t`` for each sequence, through the predictor (as ``genolin predict``)."""
+    from genolin.io.labelled import LabelledSet
+    from genolin.tasks import SequenceData
+
+    data = SequenceData(LabelledSet(ids=[str(i) for i in range(len(seqs))], seqs=seqs,
+                                    labels=np.zeros(len(seqs), np.int64), classes=["?"]),
+                        k=run.config.train.k, stride=run.config.train.stride)
+    return class_log_odds(run.predictor.sequence_log_probs(data, rc_average=rc_average), t)
+
+
+def ism_sequences(run, seqs: list[bytes], t: int, rc_average: bool = False, batch: int = 4096,
+                  progress=None) -> tuple[list[np.ndarray], np.ndarray]:
+    """Saturation mutagenesis of each sequence: ([(L, 4) effects], (n,) reference log-odds)."""
+    out, refs = [], np.zeros(len(seqs))
+    for n, seq in enumerate(seqs):
+        muts, where = mutants(seq)
+        scores = np.concatenate([sequence_scores(run, chunk, t, rc_average)
+                                 for chunk in _chunks([seq, *muts], batch)])
+        refs[n] = scores[0]
+        out.append(_scatter(scores[1:] - scores[0], where, len(seq)))
+        if progress is not None:
+            progress.update(1)
+    return out, refs
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+# -- track models -----------------------------------------------------------------------------------------------
+@dataclass
+class Region:
+    name: str
+    chrom: str
+    start: int
+    end: int
+    strand: str
+    seq: bytes
+
+
+def region_bin(run, length: int, offset: int, where: str) -> int:
+    """The token (bin) index of the region's centre base plus ``offset`` bins; InputError when outside."""
+    k, stride = run.config.train.k, run.config.train.stride
+    n = n_tokens(length, k, stride)
+    b = (length // 2) // stride + offset
+    if not 0 <= b < n:
+        raise InputError(where, f"bin {offset:+d} from the centre is outside the region's {n} bins (k = {k}, "
+                                f"stride {stride})")
+    return b
+
+
+def track_scores(run, seqs: list[bytes], b: int, channel: int) -> np.ndarray:
+    """(n,) float64 log-odds of bin ``b`` on strand ``channel`` (0: +, 1: -) for equal-length sequences."""
+    from genolin.tasks import pad_tokens
+
+    k, stride = run.config.train.k, run.config.train.stride
+    ids, mask = pad_tokens([kmer_ids(s, k, stride) for s in seqs])
+    out = run.predictor.outputs(ids, mask)
+    return run.task.log_odds(out)[:, b, channel].double().cpu().numpy()
+
+
+def ism_regions(run, regions: list[Region], offset: int, batch: int = 1024, progress=None):
+    """Saturation mutagenesis of each region's scored bin: ([(L, 4) effects], (n,) reference log-odds)."""
+    out, refs = [], np.zeros(len(regions))
+    for n, r in enumerate(regions):
+        b = region_bin(run, len(r.seq), offset, r.name)
+        channel = 1 if r.strand == "-" else 0
+        muts, where = mutants(r.seq)
+        scores = np.concatenate([track_scores(run, chunk, b, channel) for chunk in _chunks([r.seq, *muts], batch)])
+        refs[n] = scores[0]
+        out.append(_scatter(scores[1:] - scores[0], where, len(r.seq)))
+        if progress is not None:
+            progress.update(1)
+    return out, refs
+
+
+# -- the model as a function of one-hot bases (gradient methods) ----------------------------------------------
+def kmer_products(x: torch.Tensor, k: int, stride: int) -> torch.Tensor:
+    """x (B, L, 4) -> (B, N, 4^k): for each token (bases i*stride .. +k-1) the products of its bases' entries
+    for every k-mer, first base most significant (the tokenizer's order); N = n_tokens(L, k, stride)."""
+    windows = x.unfold(1, k, stride)  # (B, N, 4, k)
+    p = windows[..., 0]
+    for j in range(1, k):
+        p = (p.unsqueeze(-1) * windows[..., j].unsqueeze(-2)).flatten(-2)
+    return p
+
+
+def kmer_profile_onehot(x: torch.Tensor, k_max: int) -> torch.Tensor:
+    """x (B, L, 4) -> (B, 4 + ... + 4^k_max): ``genolin.model.kmer_profile`` of the bases, from products (equal
+    to it at one-hot inputs)."""
+    parts = []
+    real = x.sum(-1)  # (B, L): 1 at a base, 0 at N
+    for k in range(1, k_max + 1):
+        if x.shape[1] < k:
+            parts.append(x.new_zeros(x.shape[0], 4**k))
+            continue
+        counts = kmer_products(x, k, 1).sum(1)
+        ok = real.unfold(1, k, 1).prod(-1).sum(1, keepdim=True)
+        parts.append(counts * 2.0**k / ok.clamp_min(1.0))
+    return torch.cat(parts, 1)
+
+
+class BasesToScore(nn.Module):
+    """One-hot bases (B, 4, L) -> (B, 1) the explained score (the layout tangermeme and captum expect).
+
+    ``score``: "class" (log-odds of class ``t``; no RC averaging) or "bin" (log-odds of bin ``t`` on strand
+    ``channel``)."""
+
+    def __init__(self, run, score: str, t: int, channel: int = 0):
+        super().__init__()
+        self.model, self.task = run.model, run.task
+        self.k, self.stride = run.config.train.k, run.config.train.stride
+        self.score, self.t, self.channel = score, t, channel
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cfg = self.model.cfg
+        bases = x.transpose(1, 2).float()  # (B, L, 4)
+        p = kmer_products(bases, self.k, self.stride)  # (B, N, 4^k)
+        table = self.model.embed.weight  # (V, d)
+        emb = p @ table[N_SPECIAL:N_SPECIAL + 4**self.k] + (1 - p.sum(-1, keepdim=True)) * table[UNK]
+        ids = torch.full(emb.shape[:2], UNK, dtype=torch.long, device=emb.device)  # real tokens (no padding)
+        mask = torch.ones(emb.shape[:2], dtype=torch.bool, device=emb.device)
+        profile = kmer_profile_onehot(bases, cfg.kmer_logits) if self.model.kmer_linear is not None else None
+        out = self.model(ids, mask, stream=False, x=emb, profile=profile)
+        if self.score == "class":
+            lp = torch.log_softmax(out.logits.float(), -1)
+            others = torch.cat([lp[:, :self.t], lp[:, self.t + 1:]], 1)
+            return (lp[:, self.t] - torch.logsumexp(others, 1)).unsqueeze(1)
+        return self.task.log_odds(out)[:, self.t, self.channel].unsqueeze(1)
+
+
+def gradient_attributions(run, seqs: list[bytes], method: str, score: str, t: int, channel: int = 0,
+                          options: ExplainOptions | None = None, progress=None) -> list[np.ndarray]:
+    """Saliency or DeepLIFT/SHAP of ``BasesToScore`` for each sequence: [(L, 4) float32]. ``t`` per sequence
+    for bins (a list), an int for classes."""
+    options = options or ExplainOptions()
+    device = next(run.model.parameters()).device
+    out = []
+    for n, seq in enumerate(seqs):
+        tt = t[n] if isinstance(t, list) else t
+        wrapper = BasesToScore(run, score, tt, channel[n] if isinstance(channel, list) else channel).to(device)
+        x = torch.from_numpy(one_hot(seq).T.copy()).unsqueeze(0).to(device)  # (1, 4, L)
+        if method == "saliency":
+            from captum.attr import Saliency
+
+            g = Saliency(wrapper).attribute(x.requires_grad_(), target=0, abs=False)[0].T  # (L, 4)
+            a = g - g.mean(1, keepdim=True)
+        else:
+            from tangermeme.deep_lift_shap import deep_lift_shap
+
+            a = deep_lift_shap(wrapper, x.float(), target=0, n_shuffles=options.shuffles, hypothetical=True,
+                               random_state=options.seed + n, device=str(device), batch_size=options.shuffles,
+                               verbose=False, warning_threshold=1e9)[0].T
+        out.append(a.detach().float().cpu().numpy())
+        if progress is not None:
+            progress.update(1)
+    return out
+
+
+# -- outputs ----------------------------------------------------------------------------------------------------
+def importance(attr: np.ndarray, seq: bytes, method: str) -> np.ndarray:
+    """(L,) per-base importance of the reference base: ism: minus the mean of its substitution effects; gradient
+    methods: the reference base's value (0 at N)."""
+    oh = one_hot(seq)
+    if method == "ism":
+        return -attr.sum(1) / np.maximum(4 - oh.sum(1), 1)  # substitutions per base: 3 (4 at N)
+    return (attr * oh).sum(1)
+
+
+def safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80] or "seq"
+
+
+def write_logo(path: Path, attr: np.ndarray, seq: bytes, method: str, title: str) -> None:
+    """A PNG sequence logo (logomaker): each reference base drawn with its importance as height."""
+    import logomaker
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    values = one_hot(seq) * importance(attr, seq, method)[:, None]
+    frame = pd.DataFrame(values, columns=list("ACGT"))
+    fig, ax = plt.subplots(figsize=(max(6.0, min(40.0, len(seq) / 8)), 2.2))
+    logomaker.Logo(frame, ax=ax, color_scheme="classic")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("position (bp)")
+    ax.set_ylabel({"ism": "-mean ISM effect", "saliency": "gradient", "deepliftshap": "DeepLIFT/SHAP"}[method])
+    fig.tight_layout()
+    from genolin.io.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+def write_bigwig(path: Path, lengths: dict[str, int], regions: list[Region], values: list[np.ndarray]) -> None:
+    """Per-base values of the regions (sorted; where regions overlap, the first one's bases are kept)."""
+    import pyBigWig
+
+    from genolin.io.atomic import atomic_path
+
+    order = sorted(range(len(regions)), key=lambda i: (list(lengths).index(regions[i].chrom), regions[i].start))
+    with atomic_path(path) as tmp:
+        bw = pyBigWig.open(str(tmp), "w")
+        try:
+            bw.addHeader([(c, int(n)) for c, n in lengths.items() if n > 0])
+            done: dict[str, int] = {}
+            for i in order:
+                r, v = regions[i], values[i]
+                start = max(r.start, done.get(r.chrom, 0))
+                if start < r.end:
+                    bw.addEntries(r.chrom, start, values=v[start - r.start:].astype(np.float64).tolist(),
+                                  span=1, step=1)
+                    done[r.chrom] = r.end
+        finally:
+            bw.close()
+
+
+def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, regions_bed: str | None = None) -> str:
+    """Attributions of ``run`` for the sequences of ``inputs`` (sequence model: --fasta or --csv; track model:
+    --fasta GENOME with ``regions_bed``) into ``out_dir``; returns what was written."""
+    from genolin.io.npz import NpzWriter
+    from genolin.progress import progress_bar
+
+    if options.method not in METHODS:
+        raise InputError("--method", f"unknown method {options.method!r}; choose from {', '.join(METHODS)}")
+    run.model.eval()
+    out = Path(out_dir)
+    regions: list[Region] = []
+    lengths: dict[str, int] = {}
+    if run.task.name == "track":
+        if not regions_bed or len(inputs.fasta) != 1 or inputs.csv:
+            raise InputError(None, "a track model is explained on --fasta GENOME --regions BED")
+        if options.rc_average or options.target:
+            raise InputError(None, "--rc-average and --target are for sequence classifiers; a track model "
+                                   "explains one bin (--bin) on the region's strand")
+        regions, lengths = read_regions(inputs.fasta[0], regions_bed)
+        ids, seqs = [r.name for r in regions], [r.seq for r in regions]
+    else:
+        if regions_bed:
+            raise InputError("--regions", "regions are for track models; give a sequence classifier --fasta or "
+                                          "--csv sequences")
+        from genolin.io.labelled import read_sequences
+        from genolin.tasks.sequence import _one_source
+
+        fasta, csv = _one_source(inputs)
+        if bool(fasta) == bool(csv):
+            raise InputError(None, "give the sequences as --fasta or as --csv")
+        dataset = read_sequences(csv or fasta)
+        k = run.config.train.k
+        short = [i for i, s in enumerate(dataset.seqs) if len(s) < k]
+        if short:
+            raise InputError(csv or fasta, f"sequence {dataset.ids[short[0]]!r} has fewer than k = {k} bases")
+        ids, seqs = list(dataset.ids), list(dataset.seqs)
+        t = target_index(run.task.classes, options.target)
+    with torch.inference_mode(False), progress_bar(total=len(seqs), unit="seq", desc=options.method) as bar:
+        if run.task.name == "track":
+            if options.method == "ism":
+                attrs, refs = ism_regions(run, regions, options.bin_offset, progress=bar)
+            else:
+                bins = [region_bin(run, len(r.seq), options.bin_offset, r.name) for r in regions]
+                channels = [1 if r.strand == "-" else 0 for r in regions]
+                refs = np.array([track_scores(run, [r.seq], b, c)[0]
+                                 for r, b, c in zip(regions, bins, channels, strict=True)])
+                attrs = gradient_attributions(run, seqs, options.method, "bin", bins, channels, options, bar)
+        elif options.method == "ism":
+            attrs, refs = ism_sequences(run, seqs, t, options.rc_average, progress=bar)
+        else:
+            if options.rc_average:
+                raise InputError("--rc-average", "gradient methods explain the forward strand; use --method ism "
+                                                 "for the strand-averaged score")
+            refs = sequence_scores(run, seqs, t, False)
+            attrs = gradient_attributions(run, seqs, options.method, "class", t, 0, options, bar)
+    out.mkdir(parents=True, exist_ok=True)
+    with NpzWriter(out / f"{options.method}.npz") as npz:
+        for name, a in zip(ids, attrs, strict=True):
+            npz.write(name, a.astype(np.float32))
+    from genolin.io.atomic import atomic_open
+
+    with atomic_open(out / "scores.tsv") as fh:
+        fh.write("id\tlength\tlog_odds\tmax_importance\n")
+        for name, s, r, a in zip(ids, seqs, refs, attrs, strict=True):
+            fh.write(f"{name}\t{len(s)}\t{r:.6g}\t{float(np.abs(importance(a, s, options.method)).max()):.6g}\n")
+    top = np.argsort(-refs, kind="stable")[: options.top]
+    (out / "logos").mkdir(exist_ok=True)
+    for rank, i in enumerate(top, 1):
+        write_logo(out / "logos" / f"{rank}_{safe_name(ids[i])}.png", attrs[i], seqs[i], options.method,
+                   f"{ids[i]}: log-odds {refs[i]:.2f} ({options.method})")
+    extra = ""
+    if regions:
+        write_bigwig(out / f"{options.method}.bw", lengths, regions,
+                     [importance(a, r.seq, options.method) for a, r in zip(attrs, regions, strict=True)])
+        extra = f", {options.method}.bw"
+    return f"{len(seqs)} sequences -> {out}/{options.method}.npz, scores.tsv, {len(top)} logos{extra}"
+
+
+def read_regions(genome_path: str, bed: str) -> tuple[list[Region], dict[str, int]]:
+    """The BED's regions with their bases (names: BED column 4, else chrom:start-end(strand); unique)."""
+    from genolin.io.bed import read_bed
+    from genolin.io.fasta import Genome
+
+    genome = Genome(genome_path)
+    out, seen = [], set()
+    for iv in read_bed(bed, genome.lengths):
+        name = iv.name if iv.name != "." else f"{iv.chrom}:{iv.start}-{iv.end}({iv.strand})"
+        if name in seen:
+            name = f"{name}_{iv.chrom}:{iv.start}-{iv.end}"
+        seen.add(name)
+        out.append(Region(name, iv.chrom, iv.start, iv.end, iv.strand, genome.fetch(iv.chrom, iv.start, iv.end)))
+    if not out:
+        raise InputError(bed, "no regions")
+    return out, dict(genome.lengths)
+
+
+__all__ = ["METHODS", "BasesToScore", "ExplainOptions", "explain", "gradient_attributions", "ism_regions",
+           "ism_sequences", "kmer_products", "mutants", "one_hot"]
