@@ -1,0 +1,229 @@
+"""genolin explain: ISM is exactly predict on each mutant, the one-hot model is exactly the token model, and
+attributions of a model trained on a planted motif point at the motif; track regions; bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from conftest import ECOLI_BGZ
+
+from genolin.cli import cli
+from genolin.explain import BasesToScore, mutants, one_hot, sequence_scores, track_scores
+from genolin.inference import load_run
+from genolin.io.fasta import read_fasta
+
+MOTIF = "TATAAT"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["-q", *map(str, args)])
+
+
+def _random(rng, n):
+    return "".join(rng.choice(list("ACGT"), n))
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """Labelled FASTAs (50 bp): positives carry TATAAT at 8..36, negatives never; a tiny model trained on them
+    (no k-mer term: the encoder itself must find the motif). Returns (folder, run dir, test records)."""
+    d = tmp_path_factory.mktemp("planted")
+    rng = np.random.default_rng(1)
+    tests = []
+    for split, n in (("train", 400), ("dev", 100), ("test", 24)):
+        with open(d / f"{split}.fa", "w") as fh:
+            for i in range(n):
+                s = _random(rng, 50)
+                while MOTIF in s:
+                    s = _random(rng, 50)
+                at = None
+                if i % 2:
+                    at = int(rng.integers(8, 37))
+                    s = s[:at] + MOTIF + s[at + 6:]
+                fh.write(f">{split}{i} label={'promoter' if i % 2 else 'background'}\n{s}\n")
+                if split == "test":
+                    tests.append((f"{split}{i}", s, at))
+    result = run("train", "--fasta", d / "train.fa", "--val-fasta", d / "dev.fa", "--preset", "tiny", "--device",
+                 "cpu", "--set", "model.kmer_logits=0", "--set", "epochs=10", "--set", "patience=0", "--out",
+                 d / "run")
+    assert result.exit_code == 0, result.output
+    return d, d / "run", tests
+
+
+@pytest.fixture(scope="module")
+def token_runs(planted):
+    """Two barely trained runs for exactness checks: k = 3 at stride 2, and k = 1 with the k-mer logits."""
+    d = planted[0]
+    out = {}
+    for name, sets in (("k3s2", ["k=3", "stride=2", "model.stem_kernel=0", "model.kmer_logits=0"]),
+                       ("kmer", [])):
+        args = [a for kv in sets for a in ("--set", kv)]
+        result = run("train", "--fasta", d / "train.fa", "--val-fasta", d / "dev.fa", "--preset", "tiny",
+                     "--device", "cpu", "--set", "max_steps=3", *args, "--out", d / name)
+        assert result.exit_code == 0, result.output
+        out[name] = d / name
+    return out
+
+
+def _log_odds_from_tsv(path):
+    """id -> log p(promoter) - log p(background) from a predict TSV, and its error bound from 6 decimals."""
+    out = {}
+    lines = path.read_text().splitlines()
+    head = lines[0].split("\t")
+    i0, i1 = head.index("prob_background"), head.index("prob_promoter")
+    for line in lines[1:]:
+        f = line.split("\t")
+        p0, p1 = float(f[i0]), float(f[i1])
+        out[f[0]] = (math.log(p1) - math.log(p0), 6e-7 * (1 / p1 + 1 / p0))
+    return out
+
+
+@pytest.mark.parametrize("rc", [False, True])
+def test_ism_equals_predict_on_every_mutant(tmp_path, planted, rc):
+    """The outside check: explain --method ism against genolin predict on all single-base mutants."""
+    _, model, tests = planted
+    records = tests[:3]
+    fa = tmp_path / "seqs.fa"
+    fa.write_text("".join(f">{name}\n{s}\n" for name, s, _ in records))
+    flag = "--rc-average" if rc else "--no-rc-average"
+    result = run("explain", "--model", model, "--fasta", fa, "--method", "ism", flag, "--device", "cpu", "--out",
+                 tmp_path / "ex")
+    assert result.exit_code == 0, result.output
+    ism = np.load(tmp_path / "ex" / "ism.npz")
+    with open(tmp_path / "mutants.fa", "w") as fh:
+        for name, s, _ in records:
+            fh.write(f">{name}|ref\n{s}\n")
+            for m, (i, b) in zip(*mutants(s.encode()), strict=True):
+                fh.write(f">{name}|{i}|{b}\n{m.decode()}\n")
+    result = run("predict", "--model", model, "--fasta", tmp_path / "mutants.fa", flag, "--device", "cpu", "--out",
+                 tmp_path / "m.tsv")
+    assert result.exit_code == 0, result.output
+    lo = _log_odds_from_tsv(tmp_path / "m.tsv")
+    for name, s, _ in records:
+        a = ism[name]
+        assert a.shape == (len(s), 4) and a.dtype == np.float32
+        ref, ref_err = lo[f"{name}|ref"]
+        for i in range(len(s)):
+            for b in range(4):
+                if "ACGT"[b] == s[i]:
+                    assert a[i, b] == 0.0
+                    continue
+                value, err = lo[f"{name}|{i}|{b}"]
+                assert abs(a[i, b] - (value - ref)) <= err + ref_err + 1e-5, (name, i, b)
+    scores = (tmp_path / "ex" / "scores.tsv").read_text().splitlines()
+    assert scores[0].split("\t") == ["id", "length", "log_odds", "max_importance"] and len(scores) == 4
+    assert len(list((tmp_path / "ex" / "logos").glob("*.png"))) == 3
+
+
+@pytest.mark.parametrize("name", ["k3s2", "kmer"])
+def test_one_hot_model_is_the_token_model(planted, token_runs, name):
+    """In float64, BasesToScore at one-hot inputs equals the model on tokens (k-mer embeddings as products of
+    base one-hots; N -> [UNK]; the bag-of-k-mers term from the same products), for odd lengths."""
+    r = load_run(token_runs[name], "cpu")
+    r.model.double()
+    rng = np.random.default_rng(5)
+    seqs = [_random(rng, n).encode() for n in (23, 50, 61)]
+    seqs.append(b"ACGTN" + seqs[0][5:])
+    wrapper = BasesToScore(r, "class", 1)
+    tol = 1e-10 if name == "k3s2" else 1e-6  # the token model counts k-mers in float32 (model.kmer_profile)
+    for s in seqs:
+        want = sequence_scores(r, [s], 1, False)[0]
+        got = wrapper(torch.from_numpy(one_hot(s).T.copy()).double().unsqueeze(0)).item()
+        assert abs(got - want) <= tol * max(1.0, abs(want)), (name, len(s))
+
+
+def _motif_hits(values: dict, tests, slack=2) -> float:
+    hits = total = 0
+    for name, _, at in tests:
+        if at is None:
+            continue
+        total += 1
+        windows = np.convolve(values[name], np.ones(6), mode="valid")  # importance of each 6-bp window
+        hits += abs(int(np.argmax(windows)) - at) <= slack
+    return hits / total
+
+
+def test_attributions_peak_on_the_planted_motif(tmp_path, planted):
+    """ISM, saliency and DeepLIFT/SHAP: the most important 6-bp window of a positive is its motif (within 2 bp)."""
+    from genolin.explain import importance
+
+    d, model, tests = planted
+    fa = tmp_path / "t.fa"
+    fa.write_text("".join(f">{name}\n{s}\n" for name, s, _ in tests))
+    seqs = {name: s.encode() for name, s, _ in tests}
+    for method in ("ism", "saliency", "deepliftshap"):
+        result = run("explain", "--model", model, "--fasta", fa, "--method", method, "--device", "cpu", "--shuffles",
+                     "8", "--top", "1", "--out", tmp_path / method)
+        assert result.exit_code == 0, result.output
+        a = np.load(tmp_path / method / f"{method}.npz")
+        assert all(np.isfinite(a[n]).all() and a[n].shape == (50, 4) for n in seqs)
+        values = {n: importance(a[n], seqs[n], method) for n in seqs}
+        assert _motif_hits(values, tests) >= 0.8, method
+
+
+@pytest.fixture(scope="module")
+def track_run(tmp_path_factory):
+    """A tiny track model on 30 kb of E. coli (a few steps: exactness, not accuracy)."""
+    d = tmp_path_factory.mktemp("track")
+    (rec,) = read_fasta(ECOLI_BGZ)
+    (d / "g.fa").write_text(">chrA\n" + rec.seq[:30_000].decode() + "\n")
+    (d / "tss.bed").write_text("".join(f"chrA\t{p}\t{p + 1}\tt{p}\t0\t{'+-'[i % 2]}\n"
+                                       for i, p in enumerate(range(500, 30_000, 1500))))
+    result = run("train", "--fasta", d / "g.fa", "--tss", d / "tss.bed", "--preset", "tiny", "--device", "cpu",
+                 "--set", "window_bp=2048", "--set", "batch_size=2", "--set", "steps=3", "--set",
+                 "val_every_steps=3", "--set", "model.d_model=32", "--out", d / "run")
+    assert result.exit_code == 0, result.output
+    return d
+
+
+def test_track_regions_ism_bigwig_and_gradients(tmp_path, track_run):
+    import pyBigWig
+
+    from genolin.explain import importance, region_bin
+
+    d = track_run
+    (tmp_path / "r.bed").write_text("chrA\t1000\t1301\tup\t0\t+\nchrA\t5000\t5257\t.\t0\t-\n")
+    result = run("explain", "--model", d / "run", "--fasta", d / "g.fa", "--regions", tmp_path / "r.bed", "--method",
+                 "ism", "--bin", "2", "--device", "cpu", "--out", tmp_path / "ex")
+    assert result.exit_code == 0, result.output
+    a = np.load(tmp_path / "ex" / "ism.npz")
+    assert sorted(a.files) == ["chrA:5000-5257(-)", "up"]
+    r = load_run(d / "run", "cpu")
+    genome = (d / "g.fa").read_text().split("\n")[1].encode()
+    for name, lo, hi, channel in (("up", 1000, 1301, 0), ("chrA:5000-5257(-)", 5000, 5257, 1)):
+        s = genome[lo:hi]
+        b = region_bin(r, len(s), 2, name)
+        ref = track_scores(r, [s], b, channel)[0]
+        for i, base in ((0, 2), (len(s) // 2, 0), (len(s) - 1, 3)):
+            if "ACGT"[base] == chr(s[i]):
+                continue
+            m = s[:i] + b"ACGT"[base:base + 1] + s[i + 1:]
+            assert abs(a[name][i, base] - (track_scores(r, [m], b, channel)[0] - ref)) < 1e-5
+        wrapper = BasesToScore(r, "bin", b, channel)
+        got = wrapper(torch.from_numpy(one_hot(s).T.copy()).unsqueeze(0)).item()
+        assert abs(got - ref) < 1e-4 * max(1.0, abs(ref))
+        bw = pyBigWig.open(str(tmp_path / "ex" / "ism.bw"))
+        np.testing.assert_allclose(bw.values("chrA", lo, hi), importance(a[name], s, "ism"), rtol=1e-6, atol=1e-7)
+        bw.close()
+    result = run("explain", "--model", d / "run", "--fasta", d / "g.fa", "--regions", tmp_path / "r.bed", "--method",
+                 "saliency", "--device", "cpu", "--top", "0", "--out", tmp_path / "sal")
+    assert result.exit_code == 0, result.output
+    assert np.isfinite(np.load(tmp_path / "sal" / "saliency.npz")["up"]).all()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--target", "nonsense"], "--target: class 'nonsense' is not one of the model's classes"),
+    (["--regions", "x.bed"], "regions are for track models"),
+    (["--method", "saliency", "--rc-average"], "gradient methods explain the forward strand"),
+])
+def test_bad_explain_input_is_one_line(tmp_path, planted, args, message):
+    d, model, _ = planted
+    result = run("explain", "--model", model, "--fasta", d / "test.fa", "--device", "cpu", *args, "--out",
+                 tmp_path / "ex")
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "ex").exists()
