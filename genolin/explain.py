@@ -68,6 +68,7 @@ class ExplainOptions:
     rc_average: bool = False  # sequence classifier: explain the strand-averaged probability
     bin_offset: int = 0  # track model: bins from the centre base's bin
     top: int = 5  # logos for this many top-scoring sequences
+    motifs: bool = False  # TF-MoDISco on the attributions, motifs matched to known promoter elements
     batch_size: int = 256  # mutants or sequences per forward
     shuffles: int = 20  # deepliftshap: dinucleotide-shuffled references per sequence
     seed: int = 0
@@ -418,7 +419,30 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
         write_bigwig(out / f"{options.method}.bw", lengths, regions,
                      [importance(a, r.seq, options.method) for a, r in zip(attrs, regions, strict=True)])
         extra = f", {options.method}.bw"
+    if options.motifs:
+        extra += "; " + find_motifs(out, seqs, attrs, options.method)
     return f"{len(seqs)} sequences -> {out}/{options.method}.npz, scores.tsv, {len(top)} logos{extra}"
+
+
+def hypothetical(attr: np.ndarray, method: str) -> np.ndarray:
+    """(L, 4) hypothetical contributions for TF-MoDISco: ISM effects centred over the four bases at each position
+    (the reference base's entry is then minus the mean substitution effect: ``importance``); gradient methods'
+    values as they are (saliency is already centred; deepliftshap's are hypothetical)."""
+    return attr - attr.mean(1, keepdims=True) if method == "ism" else attr
+
+
+def find_motifs(out: Path, seqs: list[bytes], attrs: list[np.ndarray], method: str) -> str:
+    """TF-MoDISco on the attributions (sequences zero-padded to the longest), matched and written to ``out``."""
+    from genolin.motifs import discover, match, write_motifs
+
+    width = max(len(s) for s in seqs)
+    onehot = np.zeros((len(seqs), width, 4), np.float32)
+    hyp = np.zeros_like(onehot)
+    for i, (s, a) in enumerate(zip(seqs, attrs, strict=True)):
+        onehot[i, :len(s)] = one_hot(s)
+        hyp[i, :len(s)] = hypothetical(a, method)
+    found = match(discover(onehot, hyp))
+    return write_motifs(out, found)
 
 
 def read_regions(genome_path: str, bed: str) -> tuple[list[Region], dict[str, int]]:

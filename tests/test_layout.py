@@ -18,7 +18,7 @@ LAYERS = [
     ["genolin.tasks"],
     ["genolin.checkpoint", "genolin.device"],
     ["genolin.inference"],
-    ["genolin.train", "genolin.evaluate", "genolin.predict", "genolin.bench"],
+    ["genolin.train", "genolin.evaluate", "genolin.predict", "genolin.bench", "genolin.explain", "genolin.motifs"],
     ["genolin.cli", "genolin.__main__"],
 ]
 

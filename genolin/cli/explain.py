@@ -23,14 +23,17 @@ import click
               help="Track model: the explained bin, in bins from the bin of the region's centre base.")
 @click.option("--top", type=click.IntRange(min=0), default=5, help="Sequence logos (PNG) of this many sequences "
                                                                     "with the highest log-odds.")
+@click.option("--motifs/--no-motifs", default=False,
+              help="Run TF-MoDISco on the attributions and match its motifs to known promoter elements "
+                   "(motifs.meme, motifs.tsv, motif_logos/; needs a few hundred sequences).")
 @click.option("--shuffles", type=click.IntRange(min=1), default=20, help="deepliftshap: references per sequence.")
 @click.option("--seed", type=int, default=0, help="deepliftshap: seed of the shuffles.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
 @click.option("--out", required=True, metavar="DIR",
               help="Folder for METHOD.npz (one (L, 4) array per sequence, columns A C G T), scores.tsv, logos/ "
                    "and, for regions, METHOD.bw.")
-def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offset, top, shuffles, seed, device,
-            out) -> None:
+def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offset, top, motifs, shuffles, seed,
+            device, out) -> None:
     """Explain predictions: which bases drive each sequence's score."""
     import logging
 
@@ -44,5 +47,5 @@ def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offs
     run = load_run(model_dir, device)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = ExplainOptions(method=method, target=target, rc_average=rc_average, bin_offset=bin_offset, top=top,
-                             shuffles=shuffles, seed=seed)
+                             motifs=motifs, shuffles=shuffles, seed=seed)
     logging.getLogger("genolin").info("%s", run_explain(run, inputs, out, options, regions_bed=regions))
