@@ -353,6 +353,7 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
     if options.method not in METHODS:
         raise InputError("--method", f"unknown method {options.method!r}; choose from {', '.join(METHODS)}")
     run.model.eval()
+    run.predictor.amp = False  # float32 on CUDA too: bf16 rounds log-odds to ~3 digits, coarser than most effects
     out = Path(out_dir)
     regions: list[Region] = []
     lengths: dict[str, int] = {}
