@@ -5,8 +5,8 @@ prom_core_tata (70 bp), prom_300_tata (300 bp). For each task:
 - baseline: counts of every k-mer for k = 1..6 (L1-normalised per k), scikit-learn LogisticRegression with C chosen
   on dev from a small grid, test MCC at 0.5;
 - genolin: `genolin train --csv train --val-csv dev --preset P` (model chosen on dev MCC) for each seed, then
-  `genolin evaluate --model RUN --csv test` (``--rc-average``: both strands averaged); mean and spread of test
-  MCC over the seeds.
+  `genolin evaluate --model RUN --csv test` (both strands averaged for runs trained with RC augmentation); mean
+  and spread of test MCC over the seeds.
 Prints test MCC x 100 beside published figures (issue 15's for prom_core_all; DNABERT-2's for the other three, see
 PUBLISHED) and writes PREFIX.json and PREFIX.md.
 
@@ -112,11 +112,15 @@ def genolin_run(args, task_dir: Path, seed: int, work: Path, variant: tuple[str,
                         "--out", str(run)], check=True)
     train_s = time.perf_counter() - t0
     out = run / "eval_test"
+    rc = args.rc_average
+    if rc is None:  # auto: strand-averaged scoring for runs that trained with reverse complements
+        rc = json.loads((run / "config.json").read_text())["train"]["rc_prob"] > 0
     subprocess.run([*py, "evaluate", "--model", str(run), "--csv", str(task_dir / "test.csv"),
-                    "--rc-average" if args.rc_average else "--no-rc-average", "--device", args.device, "--out",
-                    str(out)], check=True)
+                    "--rc-average" if rc else "--no-rc-average", "--device", args.device, "--out", str(out)],
+                   check=True)
     m = json.loads((out / "metrics.json").read_text())
-    return {"seed": seed, "test_mcc": m["mcc"], "test_auroc": m.get("auroc"), "train_seconds": round(train_s, 1)}
+    return {"seed": seed, "test_mcc": m["mcc"], "test_auroc": m.get("auroc"), "train_seconds": round(train_s, 1),
+            "rc_average": rc}
 
 
 def parse_variants(args) -> list[tuple[str, list[str]]]:
@@ -143,8 +147,9 @@ def main() -> None:
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL:K=V;K=V",
                     help="a row of runs with these settings (repeatable; with --mixers: rows of both)")
     ap.add_argument("--jobs", type=int, default=1, help="runs trained at once (several share one GPU well)")
-    ap.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=False,
-                    help="score test with forward and reverse-complement predictions averaged")
+    ap.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
+                    help="score test with forward and reverse-complement predictions averaged (default: for runs "
+                         "trained with reverse complements, rc_prob > 0)")
     ap.add_argument("--no-genolin", dest="genolin", action="store_false", help="the baseline only")
     ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
     ap.add_argument("--out", default="benchmarks/results/gue_promoters", help="output prefix")
