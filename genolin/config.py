@@ -108,13 +108,15 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # a better dev MCC (benchmarks/results/gue_promoters_h200_stem_2026-11-23: GUE prom_core_all 60.0 -> 66.6 with
 # small; tiny on 2 CPU cores, prom_core_tata: 46.8 -> 68.1, where patience 3 had stopped it too early). tiny adds
 # the bag-of-k-mers logits (model.kmer_logits): prom_300_tata in 3 min on one core 15.0 -> 39.3 (the regression
-# alone: 44.6); not yet measured on small and base. Sequence presets train without reverse-complement augmentation
-# (rc_prob 0): promoter sets are stranded, and RC augmentation cost GUE's TATA tasks 2-17 MCC points (small on an
-# H200, prom_300_tata 38.3 -> 46.2, prom_core_tata 44.0 -> 48.3; tiny on 2 CPU cores, prom_300_tata 41.0 -> 50.4)
-# while prom_core_all / prom_core_notata moved by under 1 point (benchmarks/results/gue_promoters_h200_rc_mixers_
-# 2026-11-23). small and base use the deltanet mixer there: prom_300_tata 46.2 -> 63.0, prom_core_tata 48.3 ->
-# 53.2, prom_core_all / notata within 0.7 points (one seed each). tiny keeps linear attention: the delta rule's
-# PyTorch form trained 2-4 epochs in 3 CPU minutes where linear trained 10.
+# alone: 44.6). Reverse-complement augmentation (benchmarks/results/gue_promoters_h200_rc_mixers_2026-11-23, small
+# on a shared H200, 6 min, test scored RC-averaged for runs trained with RC): with the deltanet mixer it is the best
+# overall (prom_core_all 65.6, prom_core_notata 67.3, prom_core_tata 74.2, prom_300_tata 53.9; without RC: 65.0,
+# 65.9, 55.7, 63.6; linear attention with RC: 66.3, 68.7, 60.9, 36.7; one seed each, prom_core_tata varies by
+# +-3.5 over seeds), so small and base use deltanet with RC augmentation (predict and evaluate them with
+# --rc-average). tiny (2 CPU cores) trains without it (rc_prob 0): its k-mer term then starts from the
+# forward-strand regression, the one a k-mer baseline fits (with RC rows it lost 3-6 MCC points on the TATA tasks),
+# and prom_300_tata went 41.0 -> 50.4 (3 min); the delta rule's PyTorch form trained 2-4 epochs in 3 CPU minutes
+# where linear attention trained 10, so tiny keeps linear.
 PRESETS: dict[str, dict[str, dict]] = {
     # tiny: trains on 2 CPU cores (sequences: minutes; tracks: 10 minutes at most)
     "tiny": {
@@ -129,7 +131,7 @@ PRESETS: dict[str, dict[str, dict]] = {
     # small: one GPU, 10 minutes for tracks
     "small": {
         "common": dict(lr=1e-3, warmup_steps=200, model=dict(d_model=128, n_layers=4, n_heads=4, favor_features=64)),
-        "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10, rc_prob=0.0,
+        "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10,
                          model=dict(stem_kernel=15, mixer="deltanet")),
         "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=20_000,
                       val_every_steps=1000, warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
@@ -137,7 +139,7 @@ PRESETS: dict[str, dict[str, dict]] = {
     # base: one GPU, 15 minutes for tracks
     "base": {
         "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
-        "sequence": dict(k=1, stride=1, batch_size=32, epochs=30, patience=10, rc_prob=0.0,
+        "sequence": dict(k=1, stride=1, batch_size=32, epochs=30, patience=10,
                          model=dict(stem_kernel=15, mixer="deltanet")),
         "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=18_000,
                       val_every_steps=1000, lr=1e-3,
