@@ -26,6 +26,7 @@ include: "workflows/rules/datasets.smk"
 include: "workflows/rules/train.smk"
 include: "workflows/rules/evaluate.smk"
 include: "workflows/rules/predict.smk"
+include: "workflows/rules/explain.smk"
 include: "workflows/rules/report.smk"
 
 

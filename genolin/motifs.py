@@ -71,7 +71,7 @@ def discover(one_hot: np.ndarray, hypothetical: np.ndarray, *, window: int = 15,
                              max_seqlets_per_metacluster=max_seqlets, target_seqlet_fdr=0.2,
                              trim_to_window_size=window, initial_flank_to_add=flank, min_num_to_trim_to=min_cluster,
                              verbose=False)  # modisco's trimming defaults (30 bp) are longer than these seqlets
-    except (ValueError, IndexError) as exc:  # too few seqlets to cluster
+    except (ValueError, IndexError, RuntimeError) as exc:  # too few seqlets to cluster
         log.warning("motifs: TF-MoDISco found nothing to cluster (%s)", exc)
         return []
     out = []

@@ -65,7 +65,14 @@ def all_targets():
         targets.append(f"{RESULTS}/genomes/{genome}.sizes")
     for genome, models in config["predict"].items():
         targets += [f"{RESULTS}/predictions/{model}/{genome}.peaks.bed" for model in models]
-    return targets
+    return targets + explain_files()
+
+
+def explain_files():
+    """The motif tables of explain_top_promoters, one per predicted (model, genome); none with explain.top 0."""
+    if not config["explain"]["top"]:
+        return []
+    return [f"{RESULTS}/explain/{m}/{g}/motifs.tsv" for g, models in config["predict"].items() for m in models]
 
 
 def metrics_files():

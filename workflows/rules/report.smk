@@ -4,6 +4,7 @@
 rule summarise:
     input:
         metrics=metrics_files(),
+        motifs=explain_files(),
     output:
         table=report(
             f"{RESULTS}/report/metrics.tsv",

@@ -43,5 +43,16 @@ lines += [""]
 for path in map(Path, snakemake.input.metrics):  # noqa: F821
     rel = Path("..") / path.parent.relative_to(summary.parent.parent)
     lines += [f"## {path.parts[-3]} on {path.parts[-2]}", "", f"![ROC]({rel}/roc.png) ![PR]({rel}/pr.png)", ""]
+for path in map(Path, snakemake.input.motifs):  # noqa: F821 - explain_top_promoters' motif tables
+    model, genome = path.parts[-3], path.parts[-2]
+    found = [line.split("\t") for line in path.read_text().splitlines()[1:] if line]
+    rel = Path("..") / path.parent.relative_to(summary.parent.parent)
+    lines += [f"## Motifs of {model}'s top promoters on {genome}", ""]
+    if not found:
+        lines += ["No motif found (too few or too weak attributions; see the explain log).", ""]
+        continue
+    lines += ["| motif | sign | seqlets | consensus | best known match | TOMTOM p |", "|---|---|---:|---|---|---:|"]
+    lines += [f"| ![{f[0]}]({rel}/motif_logos/{f[0]}.png) {f[0]} | " + " | ".join(f[1:6]) + " |" for f in found]
+    lines += [""]
 summary.write_text("\n".join(lines))
 logging.info("%d metric rows from %d evaluations", len(table), len(snakemake.input.metrics))  # noqa: F821

@@ -1,0 +1,35 @@
+# Explanations: the top predicted promoters of every predicted genome (explain.top calls by score, +-flank_bp
+# around each, on the call's strand) through `genolin explain --method ism --motifs`: per-base ISM (npz, bigWig),
+# logos, and the TF-MoDISco motifs matched to known promoter elements, which the summary lists.
+
+
+rule explain_top_promoters:
+    input:
+        model=f"{RESULTS}/models/{{model}}",
+        fasta=genome_fasta,
+        peaks=f"{RESULTS}/predictions/{{model}}/{{genome}}.peaks.bed",
+        sizes=f"{RESULTS}/genomes/{{genome}}.sizes",
+    output:
+        regions=f"{RESULTS}/explain/{{model}}/{{genome}}/regions.bed",
+        scores=f"{RESULTS}/explain/{{model}}/{{genome}}/scores.tsv",
+        motifs=f"{RESULTS}/explain/{{model}}/{{genome}}/motifs.tsv",
+    params:
+        top=lambda wildcards: config["explain"]["top"],
+        flank=lambda wildcards: config["explain"]["flank_bp"],
+        method=lambda wildcards: config["explain"]["method"],
+        out=lambda wildcards, output: os.path.dirname(output.motifs),
+        device=config["device"],
+    log:
+        f"{RESULTS}/logs/explain/{{model}}.{{genome}}.log",
+    conda:
+        ENV
+    shell:
+        # a model that called nothing leaves nothing to explain: empty tables, said in the log
+        "python workflows/scripts/top_regions.py {input.peaks} {input.sizes} {params.top} {params.flank} "
+        "{output.regions} > {log} 2>&1 && "
+        "if [ -s {output.regions} ]; then "
+        "genolin explain --model {input.model} --fasta {input.fasta} --regions {output.regions} "
+        "--method {params.method} --motifs --device {params.device} --out {params.out} >> {log} 2>&1; "
+        "else echo 'no promoter calls to explain' >> {log}; "
+        "printf 'id\\tlength\\tlog_odds\\tmax_importance\\n' > {output.scores}; "
+        "printf 'motif\\tsign\\tseqlets\\tconsensus\\tbest_known_match\\ttomtom_p\\n' > {output.motifs}; fi"
