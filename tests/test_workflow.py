@@ -32,7 +32,8 @@ def test_lint_is_clean():
 def test_demo_dry_run(tmp_path):
     out = snakemake("-n", "--directory", str(REPO), "--config", f"results={tmp_path}/results")
     text = out.stdout + out.stderr
-    for rule in ("index_genome", "split_dataset", "train", "evaluate", "predict_genome", "summarise"):
+    for rule in ("index_genome", "split_dataset", "train", "evaluate", "predict_genome", "explain_top_promoters",
+                 "summarise"):
         assert rule in text
     assert "tokenize" not in text  # no token cache that nothing reads
 

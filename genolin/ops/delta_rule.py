@@ -115,10 +115,19 @@ def delta_rule(q, k, v, beta, g=None, *, scale: float | None = None, backend: st
             raise ValueError("fla cannot differentiate the gated delta rule here (Hopper GPU, Triton < 3.7.1: fla "
                              "issue #640); install tilelang or a newer Triton, or use backend='auto'")
         chosen = "reference"
+    # fla's (ungated) chunk_delta_rule takes bf16/fp16 only, all three alike (under autocast the l2-normed q, k
+    # come as float32 beside a bf16 v): the lowest precision present, and float32 inputs to the PyTorch form
+    low = [x.dtype for x in (q, k, v) if x.dtype in (torch.bfloat16, torch.float16)]
+    if chosen == "fla" and g is None and not low:
+        if backend == "fla":
+            raise ValueError("fla's delta rule takes bfloat16 or float16 inputs (float32 runs on backend='auto' "
+                             "or 'reference')")
+        chosen = "reference"
     if chosen == "fla":
         if g is None:
             from fla.ops.delta_rule import chunk_delta_rule
 
+            q, k, v = q.to(low[0]), k.to(low[0]), v.to(low[0])
             o, _ = chunk_delta_rule(q, k, v, beta.to(q.dtype), scale=scale)
         else:
             from fla.ops.gated_delta_rule import chunk_gated_delta_rule

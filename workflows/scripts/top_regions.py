@@ -7,7 +7,8 @@ from pathlib import Path
 peaks, sizes, top, flank, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5])
 lengths = dict((c, int(n)) for c, n in (line.split("\t")[:2] for line in Path(sizes).read_text().splitlines() if line))
 order = {c: i for i, c in enumerate(lengths)}
-calls = [line.split("\t") for line in Path(peaks).read_text().splitlines() if line and not line.startswith("#")]
+calls = [line.split("\t") for line in Path(peaks).read_text().splitlines()
+         if line and not line.startswith(("#", "track", "browser"))]
 best = sorted(calls, key=lambda f: -float(f[4]))[:top]
 rows = []
 for f in best:
