@@ -309,6 +309,7 @@ class SequenceTask(Task):
             fh.write("\t".join(["id", "length"] + [f"prob_{c}" for c in self.classes] + ["pred", "has_n"]) + "\n")
             for name, seq, p in zip(dataset.ids, dataset.seqs, probs, strict=True):
                 pred = int(p[1] >= options.threshold) if len(self.classes) == 2 else int(p.argmax())
-                fh.write("\t".join([name, str(len(seq))] + [f"{x:.6f}" for x in p]
+                # 6 significant digits: a probability of 1e-8 stays 1e-08 (not 0.000000), so log-odds can be taken
+                fh.write("\t".join([name, str(len(seq))] + [f"{x:.6g}" for x in p]
                                    + [self.classes[pred], "true" if b"N" in seq else "false"]) + "\n")
         return f"{len(dataset)} sequences -> {out}"
