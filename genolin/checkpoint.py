@@ -208,8 +208,9 @@ def _check_state(path: Path, state: dict) -> None:
             raise InputError(path, f"corrupt trainer state: {key!r} is {value!r}")
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise InputError(path, f"corrupt trainer state: {key!r} is {value!r}")
-    files = state.get("files", {})
-    if not all(isinstance(files.get(k), str) and ".." not in files[k] for k in ("weights", "optimizer")) and files:
+    files = state.get("files")
+    if files is not None and not all(isinstance(files.get(k), str) and ".." not in files[k]
+                                     for k in ("weights", "optimizer")):
         raise InputError(path, f"corrupt trainer state: 'files' is {files!r}")
 
 
@@ -255,6 +256,9 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
 
 def load_weights(path: str | os.PathLike, module: torch.nn.Module) -> dict[str, str]:
     tensors, metadata = load_tensors(path)
+    for name, tensor in tensors.items():  # a damaged (or diverged) file would give NaN predictions, not an error
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise InputError(path, f"tensor {name!r} holds NaN or infinite values (a damaged or diverged model)")
     try:
         module.load_state_dict(tensors, strict=True)
     except RuntimeError as exc:

@@ -31,6 +31,7 @@ import torch
 from genolin import checkpoint as ckpt
 from genolin.checkpoint import RunConfig
 from genolin.device import Dist, init_distributed, pick_device
+from genolin.errors import InputError
 from genolin.model import Encoder
 from genolin.progress import progress_bar
 from genolin.tasks import SequenceData, Task, TrackData, Window, get_task, pad_tokens
@@ -76,7 +77,7 @@ class Predictor:
         return self.task.probabilities(self.outputs(ids, mask)).float()
 
     def _probs(self, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
-        return self._forward(ids, mask).cpu().numpy()
+        return _finite(self._forward(ids, mask).cpu().numpy())
 
     # -- labelled or unlabelled sequences --------------------------------------------------------------------
     def sequence_probs(self, data: SequenceData, *, rc_average: bool = False) -> np.ndarray:
@@ -102,7 +103,7 @@ class Predictor:
                 rc = data.collate(indices, rc=True)
                 lp_rc = torch.log_softmax(self.outputs(rc.ids, rc.mask).logits.double(), -1).cpu().numpy()
                 lp = np.logaddexp(lp, lp_rc) - np.log(2.0)
-            out[indices] = lp
+            out[indices] = _finite(lp)
         return out
 
     # -- genome regions --------------------------------------------------------------------------------------
@@ -215,6 +216,7 @@ class Predictor:
         elif not isinstance(host, np.ndarray):
             host = host.result()
         n = len(pending)
+        _finite(host)
         for i, ((w, keep_from, keep_to), seq) in enumerate(zip(pending, bases, strict=True)):
             p = host[i, : w.bins]
             if rc_average:  # the reverse complement's bins are reversed and its strands swapped
@@ -224,6 +226,13 @@ class Predictor:
             first = w.start // data.stride
             yield w.contig, keep_from, p[keep_from - first: keep_to - first]
             bar.update((keep_to - keep_from) * data.stride)
+
+
+def _finite(probs: np.ndarray) -> np.ndarray:
+    """``probs``, or an InputError when the model gave NaN/inf (weights with huge values overflow to them)."""
+    if not np.isfinite(probs).all():
+        raise InputError(None, "the model's outputs are not finite (NaN or infinite): damaged or diverged weights")
+    return probs
 
 
 @dataclass
