@@ -50,15 +50,12 @@ import torch
 import torch.nn as nn
 
 from genolin.errors import InputError
-from genolin.tokenize import N_SPECIAL, UNK, kmer_ids, n_tokens
+from genolin.tokenize import N_SPECIAL, UNK, base_codes, kmer_ids, n_tokens
 
 log = logging.getLogger(__name__)
 
 METHODS = ("ism", "saliency", "deepliftshap")
 BASES = b"ACGT"
-_CODE = np.full(256, 4, dtype=np.int64)
-for _i, _b in enumerate(BASES):
-    _CODE[_b] = _CODE[_b + 32] = _i
 
 
 @dataclass
@@ -76,7 +73,7 @@ class ExplainOptions:
 
 def one_hot(seq: bytes) -> np.ndarray:
     """ACGT bytes (any case; others are N) -> (L, 4) float32, rows of zeros at N."""
-    codes = _CODE[np.frombuffer(seq, dtype=np.uint8)]
+    codes = base_codes(seq)
     out = np.zeros((len(seq), 5), dtype=np.float32)
     out[np.arange(len(seq)), codes] = 1.0
     return out[:, :4]
@@ -101,7 +98,7 @@ def class_log_odds(log_probs: np.ndarray, t: int) -> np.ndarray:
 
 def mutants(seq: bytes) -> tuple[list[bytes], np.ndarray]:
     """Every single-base substitution of ``seq``: (the mutant sequences, (M, 2) their (position, base index))."""
-    ref = _CODE[np.frombuffer(seq, dtype=np.uint8)]
+    ref = base_codes(seq)
     where = [(i, b) for i in range(len(seq)) for b in range(4) if ref[i] != b]
     out = []
     for i, b in where:

@@ -80,30 +80,30 @@ class Predictor:
         return _finite(self._forward(ids, mask).cpu().numpy())
 
     # -- labelled or unlabelled sequences --------------------------------------------------------------------
+    def _per_batch(self, data: SequenceData, rc_average: bool, score):
+        """(indices, score(ids, mask), the same of the reverse complements or None) for each batch of ``data``."""
+        for indices in data.batches(self.batch_size, self.max_tokens, None):
+            batch = data.collate(indices)
+            rc = data.collate(indices, rc=True) if rc_average else None
+            yield indices, score(batch.ids, batch.mask), None if rc is None else score(rc.ids, rc.mask)
+
     def sequence_probs(self, data: SequenceData, *, rc_average: bool = False) -> np.ndarray:
         """(n, C) class probabilities, in the order of ``data``."""
         out = np.zeros((len(data), self.model.cfg.n_classes), dtype=np.float64)
-        for indices in data.batches(self.batch_size, self.max_tokens, None):
-            batch = data.collate(indices)
-            probs = self._probs(batch.ids, batch.mask)
-            if rc_average:
-                rc = data.collate(indices, rc=True)
-                probs = 0.5 * (probs + self._probs(rc.ids, rc.mask))
-            out[indices] = probs
+        for indices, probs, rc in self._per_batch(data, rc_average, self._probs):
+            out[indices] = probs if rc is None else 0.5 * (probs + rc)
         return out
 
     def sequence_log_probs(self, data: SequenceData, *, rc_average: bool = False) -> np.ndarray:
         """(n, C) float64 log class probabilities: the logarithms of what ``sequence_probs`` gives, computed from
         the logits (log-softmax), so log-odds near certainty keep their digits."""
+
+        def log_probs(ids, mask):
+            return _finite(torch.log_softmax(self.outputs(ids, mask).logits.double(), -1).cpu().numpy())
+
         out = np.zeros((len(data), self.model.cfg.n_classes), dtype=np.float64)
-        for indices in data.batches(self.batch_size, self.max_tokens, None):
-            batch = data.collate(indices)
-            lp = torch.log_softmax(self.outputs(batch.ids, batch.mask).logits.double(), -1).cpu().numpy()
-            if rc_average:  # log of the mean of the two strands' probabilities
-                rc = data.collate(indices, rc=True)
-                lp_rc = torch.log_softmax(self.outputs(rc.ids, rc.mask).logits.double(), -1).cpu().numpy()
-                lp = np.logaddexp(lp, lp_rc) - np.log(2.0)
-            out[indices] = _finite(lp)
+        for indices, lp, rc in self._per_batch(data, rc_average, log_probs):
+            out[indices] = lp if rc is None else np.logaddexp(lp, rc) - np.log(2.0)  # log of the strands' mean
         return out
 
     # -- genome regions --------------------------------------------------------------------------------------

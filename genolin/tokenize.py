@@ -48,6 +48,11 @@ def vocab_size(k: int) -> int:
     return N_SPECIAL + 4**k
 
 
+def base_codes(seq: str | bytes) -> np.ndarray:
+    """(L,) uint8 per base: A, C, G, T (either case) -> 0..3, anything else -> 4."""
+    return np.frombuffer(_as_bytes(seq).translate(_TO_CODE), dtype=np.uint8)
+
+
 def n_tokens(length: int, k: int, stride: int = 1) -> int:
     """Number of tokens for a sequence of ``length`` bases: (L - k) // stride + 1, or 0 when L < k."""
     return 0 if length < k else (length - k) // stride + 1
