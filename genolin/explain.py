@@ -66,7 +66,6 @@ class ExplainOptions:
     bin_offset: int = 0  # track model: bins from the centre base's bin
     top: int = 5  # logos for this many top-scoring sequences
     motifs: bool = False  # TF-MoDISco on the attributions, motifs matched to known promoter elements
-    batch_size: int = 256  # mutants or sequences per forward
     shuffles: int = 20  # deepliftshap: dinucleotide-shuffled references per sequence
     seed: int = 0
 
@@ -124,19 +123,24 @@ def sequence_scores(run, seqs: list[bytes], t: int, rc_average: bool) -> np.ndar
     return class_log_odds(run.predictor.sequence_log_probs(data, rc_average=rc_average), t)
 
 
-def ism_sequences(run, seqs: list[bytes], t: int, rc_average: bool = False, batch: int = 4096,
-                  progress=None) -> tuple[list[np.ndarray], np.ndarray]:
-    """Saturation mutagenesis of each sequence: ([(L, 4) effects], (n,) reference log-odds)."""
+def _ism(seqs: list[bytes], score, batch: int, progress=None) -> tuple[list[np.ndarray], np.ndarray]:
+    """Saturation mutagenesis: ``score(n, sequences)`` gives the (m,) log-odds of equal-length variants of sequence
+    n; returns ([(L, 4) mutant minus reference], (n,) reference log-odds)."""
     out, refs = [], np.zeros(len(seqs))
     for n, seq in enumerate(seqs):
         muts, where = mutants(seq)
-        scores = np.concatenate([sequence_scores(run, chunk, t, rc_average)
-                                 for chunk in _chunks([seq, *muts], batch)])
+        scores = np.concatenate([score(n, chunk) for chunk in _chunks([seq, *muts], batch)])
         refs[n] = scores[0]
         out.append(_scatter(scores[1:] - scores[0], where, len(seq)))
         if progress is not None:
             progress.update(1)
     return out, refs
+
+
+def ism_sequences(run, seqs: list[bytes], t: int, rc_average: bool = False, batch: int = 4096,
+                  progress=None) -> tuple[list[np.ndarray], np.ndarray]:
+    """Saturation mutagenesis of each sequence: ([(L, 4) effects], (n,) reference log-odds)."""
+    return _ism(seqs, lambda n, chunk: sequence_scores(run, chunk, t, rc_average), batch, progress)
 
 
 def _chunks(items: list, size: int) -> list[list]:
@@ -152,6 +156,11 @@ class Region:
     end: int
     strand: str
     seq: bytes
+
+    @property
+    def channel(self) -> int:
+        """The track channel of the region's strand: 0 for + (and "."), 1 for -."""
+        return 1 if self.strand == "-" else 0
 
 
 def region_bin(run, length: int, offset: int, where: str) -> int:
@@ -177,17 +186,9 @@ def track_scores(run, seqs: list[bytes], b: int, channel: int) -> np.ndarray:
 
 def ism_regions(run, regions: list[Region], offset: int, batch: int = 1024, progress=None):
     """Saturation mutagenesis of each region's scored bin: ([(L, 4) effects], (n,) reference log-odds)."""
-    out, refs = [], np.zeros(len(regions))
-    for n, r in enumerate(regions):
-        b = region_bin(run, len(r.seq), offset, r.name)
-        channel = 1 if r.strand == "-" else 0
-        muts, where = mutants(r.seq)
-        scores = np.concatenate([track_scores(run, chunk, b, channel) for chunk in _chunks([r.seq, *muts], batch)])
-        refs[n] = scores[0]
-        out.append(_scatter(scores[1:] - scores[0], where, len(r.seq)))
-        if progress is not None:
-            progress.update(1)
-    return out, refs
+    bins = [region_bin(run, len(r.seq), offset, r.name) for r in regions]
+    return _ism([r.seq for r in regions],
+                lambda n, chunk: track_scores(run, chunk, bins[n], regions[n].channel), batch, progress)
 
 
 # -- the model as a function of one-hot bases (gradient methods) ----------------------------------------------
@@ -324,7 +325,8 @@ def write_bigwig(path: Path, lengths: dict[str, int], regions: list[Region], val
 
     from genolin.io.atomic import atomic_path
 
-    order = sorted(range(len(regions)), key=lambda i: (list(lengths).index(regions[i].chrom), regions[i].start))
+    rank = {c: i for i, c in enumerate(lengths)}
+    order = sorted(range(len(regions)), key=lambda i: (rank[regions[i].chrom], regions[i].start))
     with atomic_path(path) as tmp:
         bw = pyBigWig.open(str(tmp), "w")
         try:
@@ -385,7 +387,7 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
                 attrs, refs = ism_regions(run, regions, options.bin_offset, progress=bar)
             else:
                 bins = [region_bin(run, len(r.seq), options.bin_offset, r.name) for r in regions]
-                channels = [1 if r.strand == "-" else 0 for r in regions]
+                channels = [r.channel for r in regions]
                 refs = np.array([track_scores(run, [r.seq], b, c)[0]
                                  for r, b, c in zip(regions, bins, channels, strict=True)])
                 attrs = gradient_attributions(run, seqs, options.method, "bin", bins, channels, options, bar)
