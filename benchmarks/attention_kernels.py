@@ -7,8 +7,11 @@ The floor: the bytes a pass must move (forward reads q, k, v and writes o; backw
 dq, dk, dv) over the device-to-device copy bandwidth measured in the same run.
 
 Methods: genolin triton (elu; FAVOR+ with M = 128), genolin reference (PyTorch), the plain einsum formula (the code
-of design document 000, written here), exact softmax (SDPA, N <= 256 K), fla's chunk_linear_attn (causal; elu+1
-applied before) and performer-pytorch's FastAttention (M = 128) when those packages are importable.
+of design document 000, written here), exact softmax (SDPA, N <= 256 K), performer-pytorch's FastAttention (M = 128;
+`pip install -e ".[bench]"` brings it and the hyper-connections package its import chain needs). Causal: genolin's
+fla path (fla's chunk_simple_gla numerator + genolin's float32 denominator and state), genolin's PyTorch reference
+(chunks of 128), and fla's own normalised chunk_linear_attn (elu+1 applied before). Errors: each genolin method and
+fla's against the float32 reference of its kind (bidirectional or causal).
 
     python benchmarks/attention_kernels.py --out benchmarks/results/attention_kernels_h200
 """
@@ -26,7 +29,7 @@ import torch.nn.functional as F
 import triton
 
 from genolin import __version__
-from genolin.ops import favor_projection, linear_attention, softmax_attention
+from genolin.ops import causal_linear_attention, favor_projection, linear_attention, softmax_attention
 
 SIZES = [(1, 16_384), (1, 131_072), (1, 1_048_576), (8, 131_072)]
 H, D = 8, 64
@@ -54,12 +57,14 @@ def methods(n: int):
     }
     if n <= 262_144:
         out["softmax (SDPA)"] = softmax_attention
+    out["genolin reference elu (causal)"] = lambda q, k, v: causal_linear_attention(q, k, v, backend="reference")[0]
     try:
         from fla.ops.linear_attn import chunk_linear_attn
 
         def fla(q, k, v):
             return chunk_linear_attn(F.elu(q) + 1, F.elu(k) + 1, v, scale=1.0, normalize=True)[0]
 
+        out["genolin fla elu (causal)"] = lambda q, k, v: causal_linear_attention(q, k, v, backend="fla")[0]
         out["fla chunk_linear_attn (causal)"] = fla
     except Exception as exc:  # noqa: BLE001 - an optional comparison
         print(f"fla not available: {exc}")
@@ -121,15 +126,18 @@ def main() -> None:
         elems = b * n * H * D
         floor_fwd = elems * 4 * 2 / bw * 1e3  # read q, k, v + write o, bf16
         floor_fb = floor_fwd + elems * 7 * 2 / bw * 1e3  # + read q, k, v, do + write dq, dk, dv
-        ref = linear_attention(q.detach().float(), k.detach().float(), v.detach().float(), backend="reference",
-                               chunk_size=65536)
+        q32, k32, v32 = (x.detach().float() for x in (q, k, v))
+        refs = {False: linear_attention(q32, k32, v32, backend="reference", chunk_size=65536),
+                True: causal_linear_attention(q32, k32, v32, backend="reference", chunk_size=256)[0]}
+        del q32, k32, v32
         for name, fn in methods(n).items():
             row = {"method": name, "B": b, "N": n, "H": H, "D": D, "floor_fwd_ms": floor_fwd,
                    "floor_fwdbwd_ms": floor_fb}
             try:
                 row["fwd_ms"], row["fwd_extra_bytes"] = measure(fn, q, k, v, do, backward=False)
                 row["fwdbwd_ms"], row["fwdbwd_extra_bytes"] = measure(fn, q, k, v, do, backward=True)
-                if name.startswith("genolin") and "favor" not in name:
+                if name.startswith(("genolin", "fla")) and "favor" not in name:
+                    ref = refs["causal" in name]
                     with torch.no_grad():
                         o = fn(q, k, v).float()
                     row["rel_err_vs_fp32_reference"] = ((o - ref).norm() / ref.norm()).item()
@@ -138,7 +146,7 @@ def main() -> None:
                 torch.cuda.empty_cache()
             rows.append(row)
             print(json.dumps(row), flush=True)
-        del q, k, v, do, ref
+        del q, k, v, do, refs
         torch.cuda.empty_cache()
     meta = {"benchmark": "attention_kernels", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "triton": triton.__version__,

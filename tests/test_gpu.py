@@ -228,3 +228,67 @@ def test_new_mixers_train_on_cuda_under_autocast(mixer):
         del os.environ["GENOLIN_ATTENTION_BACKEND"]
     real = ids != 0
     assert rel(out.hidden.float()[real], ref.hidden[real]) < 5e-2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fm", ["elu", "relu", "exp"])
+@pytest.mark.parametrize("n", [2, 999, 4_097])
+def test_fla_causal_linear_attention_matches_the_reference(dtype, fm, n):
+    """Causal linear attention on fla's kernels (padded rows, continued from a state) against the PyTorch form in
+    float64: outputs, the final state, and the gradients of q, k, v; the output buffer poisoned first."""
+    pytest.importorskip("fla.ops.simple_gla", reason="needs flash-linear-attention (pip install fla-core)")
+    from genolin.ops import causal_linear_attention
+
+    g = torch.Generator(device="cuda").manual_seed(n)
+    b, h, d, e = 3, 4, 32, 48
+
+    def draw(*shape):
+        return torch.randn(*shape, device="cuda", generator=g) * 0.5
+
+    q, k, v, do = draw(b, n, h, d), draw(b, n, h, d), draw(b, n, h, e), draw(b, n, h, e)
+    mask = torch.ones(b, n, dtype=torch.bool, device="cuda")
+    mask[1, n // 2 + 1:] = False
+    mask[2, 1:] = False
+    cut = n // 3 + 1  # the first part's state carries into the second part
+
+    def run(backend, cast):
+        leaves = [x.detach().to(cast).requires_grad_() for x in (q, k, v)]
+        out = torch.full((b, n, h, e), float("nan"), device="cuda", dtype=cast)
+        o1, state = causal_linear_attention(*(x[:, :cut] for x in leaves), feature_map=fm,
+                                            key_padding_mask=mask[:, :cut], backend=backend)
+        o2, state = causal_linear_attention(*(x[:, cut:] for x in leaves), feature_map=fm,
+                                            key_padding_mask=mask[:, cut:], state=state, backend=backend)
+        out[:, :cut], out[:, cut:] = o1, o2
+        (out * do.to(cast)).sum().backward()
+        return out, state, [x.grad for x in leaves]
+
+    fast, fast_state, fast_grads = run("fla", dtype)
+    ref, ref_state, ref_grads = run("reference", torch.float64)
+    tol = TOL[dtype] if dtype != torch.float32 else 2e-3  # fla's kernels use tf32 in places
+    assert torch.isfinite(fast).all() and rel(fast, ref) < tol
+    assert rel(fast_state.S, ref_state.S) < tol and rel(fast_state.z, ref_state.z) < 1e-5
+    for a, r in zip(fast_grads, ref_grads, strict=True):
+        assert torch.isfinite(a).all() and rel(a, r) < 2 * tol
+    with torch.no_grad():  # "auto" takes fla for CUDA tensors of more than one token
+        auto, _ = causal_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), feature_map=fm,
+                                          key_padding_mask=mask)
+        plain, _ = causal_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), feature_map=fm,
+                                           key_padding_mask=mask, backend="fla")
+    assert torch.equal(auto, plain)
+
+
+def test_causal_encoder_on_fla_matches_its_step_api():
+    """A causal hybrid encoder: the whole-sequence forward (fla's kernels for the global part under bf16 autocast)
+    against the exact token-by-token step API in float32."""
+    pytest.importorskip("fla.ops.simple_gla", reason="needs flash-linear-attention (pip install fla-core)")
+    torch.manual_seed(0)
+    cfg = EncoderConfig(vocab_size=9, d_model=64, n_layers=2, n_heads=4, mixer="hybrid", causal=True,
+                        track_channels=2, local_window_tokens=16)
+    model = Encoder(cfg).cuda().eval()
+    ids = torch.randint(5, 9, (2, 300), device="cuda")
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        whole = model(ids, stream=False).hidden.float()
+    state = model.init_state()
+    with torch.no_grad():
+        steps = torch.stack([model.step(ids[:, t], state)[0] for t in range(ids.shape[1])], 1)
+    assert rel(whole, steps) < 3e-2

@@ -255,3 +255,21 @@ def test_chunking_bounds_the_feature_tensors(fm, causal, monkeypatch):
     q, k, v = inputs(b=1, n=100, d=4, e=3)
     linear_attention(q, k, v, feature_map=fm, projection=projection_for(fm, 4), causal=causal, chunk_size=16)
     assert seen and max(seen) <= 16
+
+
+def test_fla_backend_is_causal_cuda_and_elementwise_only():
+    from genolin.ops import causal_linear_attention
+
+    q = torch.randn(1, 8, 2, 4)
+    with pytest.raises(ValueError, match="fla backend is for causal"):
+        linear_attention(q, q, q, backend="fla")
+    with pytest.raises(ValueError, match="needs CUDA tensors"):
+        linear_attention(q, q, q, causal=True, backend="fla")
+    with pytest.raises(ValueError, match="FAVOR"):
+        causal_linear_attention(q, q, q, feature_map="favor", projection=torch.randn(8, 4), backend="fla")
+    with pytest.raises(ValueError, match="'reference' or 'fla'"):
+        causal_linear_attention(q, q, q, backend="triton")
+    # without CUDA "auto" is the PyTorch form
+    auto, _ = causal_linear_attention(q, q, q)
+    ref, _ = causal_linear_attention(q, q, q, backend="reference")
+    assert torch.equal(auto, ref)

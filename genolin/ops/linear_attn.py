@@ -10,6 +10,13 @@ summing over all j (bidirectional) or j <= i (causal). S and z accumulate in flo
 inputs). With ``chunk_size`` the sequence is processed in chunks: no N x N tensor, and the (N, H, M) features
 and (N, H, M, E) products are never materialised whole.
 
+Causal attention on CUDA (backend "fla", chosen by "auto" for the elementwise maps when flash-linear-attention is
+installed and N > 1): the numerator sum_{j<=i} (phi(q_i) . phi(k_j)) v_j and the state S come from fla's chunked
+``chunk_simple_gla`` kernels (no decay, scale 1), the denominator phi(q_i)^T (z_0 + sum_{j<=i} phi(k_j)) + eps from a
+float32 cumulative sum here (fla's own normalised ``chunk_linear_attn`` adds a fixed 1e-10, not genolin's eps, and
+takes no z_0 as a tensor state like ``LinearAttentionState``). FAVOR+ (running key offsets) and single-token steps
+(the step API) stay on the exact PyTorch form.
+
 FAVOR+ stabilisers, exact: phi(q_i) is computed as exp(logits - a_i) with a_i the row max (one constant per
 query), and phi(k_j) as exp(logits - b) with b a running max over the keys of each (batch, head) (one constant
 per (batch, head); when it grows, S and z are rescaled). Numerator and denominator are then both scaled by
@@ -32,7 +39,7 @@ from genolin.ops.feature_maps import (
     favor_scale,
 )
 
-BACKENDS = ("auto", "reference", "triton")
+BACKENDS = ("auto", "reference", "triton", "fla")  # triton: bidirectional kernels; fla: causal ones
 DEFAULT_CAUSAL_CHUNK = 128  # causal attention is always chunked: within a chunk it forms a (C, C) matrix
 _NO_OFFSET = -1.0e30  # "no key seen yet" for the running FAVOR+ key offset (finite, so no inf - inf)
 
@@ -177,12 +184,20 @@ def causal_linear_attention(
     eps: float = 1e-6,
     chunk_size: int | None = None,
     state: LinearAttentionState | None = None,
+    backend: str = "auto",
 ) -> tuple[torch.Tensor, LinearAttentionState]:
     """Causal attention continuing from ``state``: (o (B, N, H, E), state after the last key).
 
     Chunked form: per chunk of C tokens, the past enters through S and z and the chunk itself through a
-    masked (C, C) kernel matrix. Called with N = 1 this is the recurrent step.
+    masked (C, C) kernel matrix. Called with N = 1 this is the recurrent step. backend: "auto" (fla's kernels where
+    ``_fla_causal_applies``, else this PyTorch form), "reference" or "fla".
     """
+    if backend == "auto" and os.environ.get("GENOLIN_ATTENTION_BACKEND") == "reference":
+        backend = "reference"
+    if backend not in ("auto", "reference", "fla"):
+        raise ValueError(f"causal attention runs on the 'reference' or 'fla' backend, not {backend!r}")
+    if backend == "fla" or (backend == "auto" and _fla_causal_applies(q, feature_map)):
+        return _causal_fla(q, k, v, feature_map=feature_map, key_padding_mask=key_padding_mask, eps=eps, state=state)
     b, n, h, _ = q.shape
     acc = acc_dtype(q.dtype)
     if state is None:
@@ -209,6 +224,45 @@ def causal_linear_attention(
         z = z + phi_k.sum(dim=1)
     o = torch.cat(outs, dim=1) if len(outs) != 1 else outs[0]
     return o, LinearAttentionState(S, z, offset)
+
+
+def _fla_causal_applies(q: torch.Tensor, feature_map: str) -> bool:
+    """"auto" picks fla's causal kernels for CUDA tensors of more than one token with an elementwise map."""
+    if feature_map == "favor" or not q.is_cuda or q.shape[1] < 2 or q.dtype not in FLA_DTYPES:
+        return False
+    try:
+        import fla.ops.simple_gla  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+FLA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _causal_fla(q, k, v, *, feature_map: str, key_padding_mask, eps: float, state: LinearAttentionState | None):
+    """Causal attention through fla's ``chunk_simple_gla``: q, k (B, N, H, D), v (B, N, H, E) -> (o in v's dtype,
+    state). The kernels run in the inputs' dtype (bf16 under autocast), the denominator and the state in float32."""
+    if feature_map == "favor":
+        raise ValueError("the fla backend takes the elementwise feature maps; FAVOR+ runs on the reference backend")
+    if not q.is_cuda or q.dtype not in FLA_DTYPES:
+        raise ValueError("the fla backend needs CUDA tensors in float32, bfloat16 or float16")
+    from fla.ops.simple_gla import chunk_simple_gla
+
+    b, n, h, _ = q.shape
+    phi_q = elementwise_features(q, feature_map).float()  # (B, N, H, M)
+    phi_k, _ = _key_features(k, feature_map, None, key_padding_mask, None)
+    phi_k = phi_k.float()
+    if state is None:
+        state = LinearAttentionState.zeros(b, h, q.shape[-1], v.shape[-1], dtype=torch.float32, device=q.device,
+                                           favor=False)
+    kernel_dtype = torch.promote_types(q.dtype, v.dtype)  # one dtype for q, k, v (fla takes no mixtures)
+    num, S = chunk_simple_gla(phi_q.to(kernel_dtype), phi_k.to(kernel_dtype), v.to(kernel_dtype), scale=1.0,
+                              initial_state=state.S.float(), output_final_state=True)
+    z = state.z.float()[:, None] + phi_k.cumsum(dim=1)  # (B, N, H, M): z_0 + sum_{j <= i} phi(k_j)
+    den = (phi_q * z).sum(-1, keepdim=True) + eps
+    o = (num.float() / den).to(v.dtype)
+    return o, LinearAttentionState(S.float(), z[:, -1] if n else state.z.float(), state.offset)
 
 
 def _triton_applies(q: torch.Tensor, causal: bool) -> bool:
@@ -239,7 +293,8 @@ def linear_attention(
 
     chunk_size: tokens per chunk of the reference (None: one chunk for bidirectional attention, 128 for causal).
     backend: "reference" (this PyTorch code), "triton" (fused kernels, bidirectional; CUDA tensors, or any device
-    under TRITON_INTERPRET=1), "auto" (the kernels for bidirectional attention on CUDA, else the reference; the
+    under TRITON_INTERPRET=1), "fla" (causal; flash-linear-attention's kernels, CUDA, elementwise maps), "auto" (the
+    kernels on CUDA: Triton for bidirectional, fla for causal attention where installed; else the reference; the
     environment variable GENOLIN_ATTENTION_BACKEND replaces "auto", e.g. to run a whole model on the reference).
     """
     if backend == "auto":
@@ -247,10 +302,13 @@ def linear_attention(
     _check(q, k, v, feature_map, projection, key_padding_mask, backend)
     if chunk_size is not None and chunk_size < 1:
         raise ValueError("chunk_size must be positive")
+    if backend == "fla" and not causal:
+        raise ValueError("the fla backend is for causal attention; bidirectional attention runs on 'triton' or "
+                         "'reference'")
     if backend == "triton" or (backend == "auto" and _triton_applies(q, causal)):
         if causal:
-            raise NotImplementedError("the Triton kernels are bidirectional; causal attention runs on the reference "
-                                      "backend (backend='reference' or 'auto')")
+            raise NotImplementedError("the Triton kernels are bidirectional; causal attention runs on the 'fla' or "
+                                      "'reference' backend (or 'auto')")
         if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
             raise ValueError(f"the Triton backend takes float32, bfloat16 or float16, not {q.dtype}")
         from genolin.ops.linear_attn_triton import triton_linear_attention
@@ -259,7 +317,8 @@ def linear_attention(
                                        key_padding_mask=key_padding_mask, eps=eps)
     if causal:
         o, _ = causal_linear_attention(q, k, v, feature_map=feature_map, projection=projection,
-                                       key_padding_mask=key_padding_mask, eps=eps, chunk_size=chunk_size)
+                                       key_padding_mask=key_padding_mask, eps=eps, chunk_size=chunk_size,
+                                       backend=backend)
         return o
     state = accumulate_state(k, v, feature_map=feature_map, projection=projection,
                              key_padding_mask=key_padding_mask, chunk_size=chunk_size)
@@ -279,7 +338,8 @@ def linear_attention_step(
 ) -> tuple[torch.Tensor, LinearAttentionState]:
     """One causal step: q, k (B, H, D), v (B, H, E) for the next token -> (o (B, H, E), new state)."""
     o, state = causal_linear_attention(q[:, None], k[:, None], v[:, None], feature_map=feature_map,
-                                       projection=projection, eps=eps, chunk_size=1, state=state)
+                                       projection=projection, eps=eps, chunk_size=1, state=state,
+                                       backend="reference")
     return o[:, 0], state
 
 
