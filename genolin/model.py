@@ -188,7 +188,11 @@ class GatedMLP(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, value = self.up(x).chunk(2, dim=-1)
+        if x.is_cuda:
+            gate, value = self.up(x).chunk(2, dim=-1)
+        else:  # two products with the weight's halves: on a CPU, SiLU of the strided half ran 4x slower
+            hidden = self.down.in_features
+            gate, value = F.linear(x, self.up.weight[:hidden]), F.linear(x, self.up.weight[hidden:])
         return self.drop(self.down(F.silu(gate) * value))
 
 
