@@ -57,7 +57,9 @@ def methods(n: int):
     }
     if n <= 262_144:
         out["softmax (SDPA)"] = softmax_attention
-    out["genolin reference elu (causal)"] = lambda q, k, v: causal_linear_attention(q, k, v, backend="reference")[0]
+    if n <= 131_072:  # a Python loop over chunks of 128: 2 s forward + backward at 128 K
+        out["genolin reference elu (causal)"] = lambda q, k, v: causal_linear_attention(q, k, v,
+                                                                                        backend="reference")[0]
     try:
         from fla.ops.linear_attn import chunk_linear_attn
 
@@ -114,7 +116,9 @@ def measure(fn, q, k, v, do, backward: bool):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="benchmarks/results/attention_kernels")
+    ap.add_argument("--only", default="", help="comma-separated substrings: time only the methods naming one")
     args = ap.parse_args()
+    only = [w for w in args.only.split(",") if w]
     bw = copy_bandwidth()
     rows = []
     for b, n in SIZES:
@@ -131,6 +135,8 @@ def main() -> None:
                 True: causal_linear_attention(q32, k32, v32, backend="reference", chunk_size=256)[0]}
         del q32, k32, v32
         for name, fn in methods(n).items():
+            if only and not any(w in name for w in only):
+                continue
             row = {"method": name, "B": b, "N": n, "H": H, "D": D, "floor_fwd_ms": floor_fwd,
                    "floor_fwdbwd_ms": floor_fb}
             try:

@@ -240,7 +240,7 @@ def test_fla_causal_linear_attention_matches_the_reference(dtype, fm, n):
     from genolin.ops import causal_linear_attention
 
     g = torch.Generator(device="cuda").manual_seed(n)
-    b, h, d, e = 3, 4, 32, 48
+    b, h, d, e = 3, 4, 32, 64
 
     def draw(*shape):
         return torch.randn(*shape, device="cuda", generator=g) * 0.5
@@ -275,6 +275,8 @@ def test_fla_causal_linear_attention_matches_the_reference(dtype, fm, n):
         plain, _ = causal_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), feature_map=fm,
                                            key_padding_mask=mask, backend="fla")
     assert torch.equal(auto, plain)
+    with pytest.raises(ValueError, match="powers of two"):  # fla's backward faulted at 48
+        causal_linear_attention(q.to(dtype), k.to(dtype), v[..., :48].to(dtype), feature_map=fm, backend="fla")
 
 
 def test_causal_encoder_on_fla_matches_its_step_api():

@@ -11,7 +11,7 @@ inputs). With ``chunk_size`` the sequence is processed in chunks: no N x N tenso
 and (N, H, M, E) products are never materialised whole.
 
 Causal attention on CUDA (backend "fla", chosen by "auto" for the elementwise maps when flash-linear-attention is
-installed and N > 1): the numerator sum_{j<=i} (phi(q_i) . phi(k_j)) v_j and the state S come from fla's chunked
+installed, N > 1 and the head sizes are powers of two from 16 to 256): the numerator sum_{j<=i} (phi(q_i) . phi(k_j)) v_j and the state S come from fla's chunked
 ``chunk_simple_gla`` kernels (no decay, scale 1), the denominator phi(q_i)^T (z_0 + sum_{j<=i} phi(k_j)) + eps from a
 float32 cumulative sum here (fla's own normalised ``chunk_linear_attn`` adds a fixed 1e-10, not genolin's eps, and
 takes no z_0 as a tensor state like ``LinearAttentionState``). FAVOR+ (running key offsets) and single-token steps
@@ -196,7 +196,7 @@ def causal_linear_attention(
         backend = "reference"
     if backend not in ("auto", "reference", "fla"):
         raise ValueError(f"causal attention runs on the 'reference' or 'fla' backend, not {backend!r}")
-    if backend == "fla" or (backend == "auto" and _fla_causal_applies(q, feature_map)):
+    if backend == "fla" or (backend == "auto" and _fla_causal_applies(q, v, feature_map)):
         return _causal_fla(q, k, v, feature_map=feature_map, key_padding_mask=key_padding_mask, eps=eps, state=state)
     b, n, h, _ = q.shape
     acc = acc_dtype(q.dtype)
@@ -226,9 +226,17 @@ def causal_linear_attention(
     return o, LinearAttentionState(S, z, offset)
 
 
-def _fla_causal_applies(q: torch.Tensor, feature_map: str) -> bool:
+def _fla_head_dim(n: int) -> bool:
+    """Head sizes fla's chunk_simple_gla handles: powers of two from 16 to 256 (its backward made an illegal memory
+    access with values of 48 on an H200, fla-core 0.6.0)."""
+    return 16 <= n <= 256 and n & (n - 1) == 0
+
+
+def _fla_causal_applies(q: torch.Tensor, v: torch.Tensor, feature_map: str) -> bool:
     """"auto" picks fla's causal kernels for CUDA tensors of more than one token with an elementwise map."""
     if feature_map == "favor" or not q.is_cuda or q.shape[1] < 2 or q.dtype not in FLA_DTYPES:
+        return False
+    if not (_fla_head_dim(q.shape[-1]) and _fla_head_dim(v.shape[-1])):
         return False
     try:
         import fla.ops.simple_gla  # noqa: F401
@@ -247,6 +255,9 @@ def _causal_fla(q, k, v, *, feature_map: str, key_padding_mask, eps: float, stat
         raise ValueError("the fla backend takes the elementwise feature maps; FAVOR+ runs on the reference backend")
     if not q.is_cuda or q.dtype not in FLA_DTYPES:
         raise ValueError("the fla backend needs CUDA tensors in float32, bfloat16 or float16")
+    if not (_fla_head_dim(q.shape[-1]) and _fla_head_dim(v.shape[-1])):
+        raise ValueError(f"the fla backend takes head sizes that are powers of two from 16 to 256, not "
+                         f"{q.shape[-1]} (keys) and {v.shape[-1]} (values)")
     from fla.ops.simple_gla import chunk_simple_gla
 
     b, n, h, _ = q.shape
