@@ -11,11 +11,11 @@ inputs). With ``chunk_size`` the sequence is processed in chunks: no N x N tenso
 and (N, H, M, E) products are never materialised whole.
 
 Causal attention on CUDA (backend "fla", chosen by "auto" for the elementwise maps when flash-linear-attention is
-installed, N > 1 and the head sizes are powers of two from 16 to 256): the numerator sum_{j<=i} (phi(q_i) . phi(k_j)) v_j and the state S come from fla's chunked
-``chunk_simple_gla`` kernels (no decay, scale 1), the denominator phi(q_i)^T (z_0 + sum_{j<=i} phi(k_j)) + eps from a
-float32 cumulative sum here (fla's own normalised ``chunk_linear_attn`` adds a fixed 1e-10, not genolin's eps, and
-takes no z_0 as a tensor state like ``LinearAttentionState``). FAVOR+ (running key offsets) and single-token steps
-(the step API) stay on the exact PyTorch form.
+installed, N > 1 and the head sizes are powers of two from 16 to 256): the numerator
+sum_{j<=i} (phi(q_i) . phi(k_j)) v_j and the state S come from fla's chunked ``chunk_simple_gla`` kernels (no decay,
+scale 1), the denominator phi(q_i)^T (z_0 + sum_{j<=i} phi(k_j)) + eps from a float32 cumulative sum here (fla's own
+normalised ``chunk_linear_attn`` adds a fixed 1e-10 where genolin adds eps). FAVOR+ (running key offsets) and
+single-token steps (the step API) stay on the exact PyTorch form.
 
 FAVOR+ stabilisers, exact: phi(q_i) is computed as exp(logits - a_i) with a_i the row max (one constant per
 query), and phi(k_j) as exp(logits - b) with b a running max over the keys of each (batch, head) (one constant
