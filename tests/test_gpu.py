@@ -234,8 +234,9 @@ def test_new_mixers_train_on_cuda_under_autocast(mixer):
 @pytest.mark.parametrize("fm", ["elu", "relu", "exp"])
 @pytest.mark.parametrize("n", [2, 999, 4_097])
 def test_fla_causal_linear_attention_matches_the_reference(dtype, fm, n):
-    """Causal linear attention on fla's kernels (padded rows, continued from a state) against the PyTorch form in
-    float64: outputs, the final state, and the gradients of q, k, v; the output buffer poisoned first."""
+    """Causal linear attention on fla's kernels (inference: padded rows, continued from a state) against the
+    PyTorch form in float64: outputs and the final state; the output buffer poisoned first. With gradients
+    wanted the fla backend refuses (its backward faulted) and "auto" trains on the reference."""
     pytest.importorskip("fla.ops.simple_gla", reason="needs flash-linear-attention (pip install fla-core)")
     from genolin.ops import causal_linear_attention
 
@@ -245,38 +246,41 @@ def test_fla_causal_linear_attention_matches_the_reference(dtype, fm, n):
     def draw(*shape):
         return torch.randn(*shape, device="cuda", generator=g) * 0.5
 
-    q, k, v, do = draw(b, n, h, d), draw(b, n, h, d), draw(b, n, h, e), draw(b, n, h, e)
+    q, k, v = draw(b, n, h, d), draw(b, n, h, d), draw(b, n, h, e)
     mask = torch.ones(b, n, dtype=torch.bool, device="cuda")
     mask[1, n // 2 + 1:] = False
     mask[2, 1:] = False
     cut = n // 3 + 1  # the first part's state carries into the second part
 
+    @torch.no_grad()
     def run(backend, cast):
-        leaves = [x.detach().to(cast).requires_grad_() for x in (q, k, v)]
+        qc, kc, vc = (x.to(cast) for x in (q, k, v))
         out = torch.full((b, n, h, e), float("nan"), device="cuda", dtype=cast)
-        o1, state = causal_linear_attention(*(x[:, :cut] for x in leaves), feature_map=fm,
-                                            key_padding_mask=mask[:, :cut], backend=backend)
-        o2, state = causal_linear_attention(*(x[:, cut:] for x in leaves), feature_map=fm,
-                                            key_padding_mask=mask[:, cut:], state=state, backend=backend)
-        out[:, :cut], out[:, cut:] = o1, o2
-        (out * do.to(cast)).sum().backward()
-        return out, state, [x.grad for x in leaves]
+        out[:, :cut], state = causal_linear_attention(qc[:, :cut], kc[:, :cut], vc[:, :cut], feature_map=fm,
+                                                      key_padding_mask=mask[:, :cut], backend=backend)
+        out[:, cut:], state = causal_linear_attention(qc[:, cut:], kc[:, cut:], vc[:, cut:], feature_map=fm,
+                                                      key_padding_mask=mask[:, cut:], state=state, backend=backend)
+        return out, state
 
-    fast, fast_state, fast_grads = run("fla", dtype)
-    ref, ref_state, ref_grads = run("reference", torch.float64)
+    fast, fast_state = run("fla", dtype)
+    ref, ref_state = run("reference", torch.float64)
     tol = TOL[dtype] if dtype != torch.float32 else 2e-3  # fla's kernels use tf32 in places
     assert torch.isfinite(fast).all() and rel(fast, ref) < tol
     assert rel(fast_state.S, ref_state.S) < tol and rel(fast_state.z, ref_state.z) < 1e-5
-    for a, r in zip(fast_grads, ref_grads, strict=True):
-        assert torch.isfinite(a).all() and rel(a, r) < 2 * tol
-    with torch.no_grad():  # "auto" takes fla for CUDA tensors of more than one token
+    with torch.no_grad():  # "auto" takes fla for inference on CUDA tensors of more than one token
         auto, _ = causal_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), feature_map=fm,
                                           key_padding_mask=mask)
         plain, _ = causal_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), feature_map=fm,
                                            key_padding_mask=mask, backend="fla")
-    assert torch.equal(auto, plain)
-    with pytest.raises(ValueError, match="powers of two"):  # fla's backward faulted at 48
-        causal_linear_attention(q.to(dtype), k.to(dtype), v[..., :48].to(dtype), feature_map=fm, backend="fla")
+        assert torch.equal(auto, plain)
+        with pytest.raises(ValueError, match="powers of two"):
+            causal_linear_attention(q.to(dtype), k.to(dtype), v[..., :48].to(dtype), feature_map=fm, backend="fla")
+    leaves = [x.to(dtype).requires_grad_() for x in (q, k, v)]
+    with pytest.raises(ValueError, match="for inference"):
+        causal_linear_attention(*leaves, feature_map=fm, backend="fla")
+    trained, _ = causal_linear_attention(*leaves, feature_map=fm, key_padding_mask=mask)  # auto: the reference
+    trained.float().sum().backward()
+    assert all(torch.isfinite(x.grad).all() for x in leaves)
 
 
 def test_causal_encoder_on_fla_matches_its_step_api():

@@ -11,7 +11,8 @@ inputs). With ``chunk_size`` the sequence is processed in chunks: no N x N tenso
 and (N, H, M, E) products are never materialised whole.
 
 Causal attention on CUDA (backend "fla", chosen by "auto" for the elementwise maps when flash-linear-attention is
-installed, N > 1 and the head sizes are powers of two from 16 to 256): the numerator
+installed, N > 1, the head sizes are powers of two from 16 to 256, and no gradient is wanted: its backward made
+illegal memory accesses in the GPU tests, so training stays on the reference): the numerator
 sum_{j<=i} (phi(q_i) . phi(k_j)) v_j and the state S come from fla's chunked ``chunk_simple_gla`` kernels (no decay,
 scale 1), the denominator phi(q_i)^T (z_0 + sum_{j<=i} phi(k_j)) + eps from a float32 cumulative sum here (fla's own
 normalised ``chunk_linear_attn`` adds a fixed 1e-10 where genolin adds eps). FAVOR+ (running key offsets) and
@@ -196,7 +197,7 @@ def causal_linear_attention(
         backend = "reference"
     if backend not in ("auto", "reference", "fla"):
         raise ValueError(f"causal attention runs on the 'reference' or 'fla' backend, not {backend!r}")
-    if backend == "fla" or (backend == "auto" and _fla_causal_applies(q, v, feature_map)):
+    if backend == "fla" or (backend == "auto" and _fla_causal_applies(q, k, v, feature_map)):
         return _causal_fla(q, k, v, feature_map=feature_map, key_padding_mask=key_padding_mask, eps=eps, state=state)
     b, n, h, _ = q.shape
     acc = acc_dtype(q.dtype)
@@ -232,11 +233,16 @@ def _fla_head_dim(n: int) -> bool:
     return 16 <= n <= 256 and n & (n - 1) == 0
 
 
-def _fla_causal_applies(q: torch.Tensor, v: torch.Tensor, feature_map: str) -> bool:
-    """"auto" picks fla's causal kernels for CUDA tensors of more than one token with an elementwise map."""
+def _needs_grad(*tensors: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _fla_causal_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: str) -> bool:
+    """"auto" picks fla's causal kernels for inference on CUDA tensors of more than one token with an elementwise
+    map."""
     if feature_map == "favor" or not q.is_cuda or q.shape[1] < 2 or q.dtype not in FLA_DTYPES:
         return False
-    if not (_fla_head_dim(q.shape[-1]) and _fla_head_dim(v.shape[-1])):
+    if not (_fla_head_dim(q.shape[-1]) and _fla_head_dim(v.shape[-1])) or _needs_grad(q, k, v):
         return False
     try:
         import fla.ops.simple_gla  # noqa: F401
@@ -258,6 +264,9 @@ def _causal_fla(q, k, v, *, feature_map: str, key_padding_mask, eps: float, stat
     if not (_fla_head_dim(q.shape[-1]) and _fla_head_dim(v.shape[-1])):
         raise ValueError(f"the fla backend takes head sizes that are powers of two from 16 to 256, not "
                          f"{q.shape[-1]} (keys) and {v.shape[-1]} (values)")
+    if _needs_grad(q, k, v):
+        raise ValueError("the fla causal backend is for inference: chunk_simple_gla's backward made illegal memory "
+                         "accesses in genolin's GPU tests (H200, fla-core 0.6.0); train on backend 'reference'")
     from fla.ops.simple_gla import chunk_simple_gla
 
     b, n, h, _ = q.shape
