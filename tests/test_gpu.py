@@ -266,7 +266,9 @@ def test_fla_causal_linear_attention_matches_the_reference(dtype, fm, n):
     ref, ref_state = run("reference", torch.float64)
     tol = TOL[dtype] if dtype != torch.float32 else 2e-3  # fla's kernels use tf32 in places
     assert torch.isfinite(fast).all() and rel(fast, ref) < tol
-    assert rel(fast_state.S, ref_state.S) < tol and rel(fast_state.z, ref_state.z) < 1e-5
+    # z sums the features in float32; in bf16 the inputs' rounding alone moves it by ~5e-4
+    z_tol = 1e-5 if dtype == torch.float32 else tol
+    assert rel(fast_state.S, ref_state.S) < tol and rel(fast_state.z, ref_state.z) < z_tol
     with torch.no_grad():  # "auto" takes fla for inference on CUDA tensors of more than one token
         auto, _ = causal_linear_attention(q.to(dtype), k.to(dtype), v.to(dtype), feature_map=fm,
                                           key_padding_mask=mask)
