@@ -259,3 +259,14 @@ def test_kmer_logits_start_at_zero_and_need_single_bases():
     assert torch.allclose(out.logits, m(ids).logits)  # zero weights: the same logits as without
     with pytest.raises(ValueError, match="single-base"):
         Encoder(small(kmer_logits=3))
+
+
+def test_gated_mlp_cpu_halves_equal_the_one_product():
+    """On a CPU the MLP takes gate and value from the weight's halves; in float64 that is the one product split."""
+    from genolin.model import GatedMLP
+
+    torch.manual_seed(0)
+    mlp = GatedMLP(24, 8 / 3, 0.0).double().eval()
+    x = torch.randn(3, 37, 24, dtype=torch.float64)
+    gate, value = mlp.up(x).chunk(2, dim=-1)
+    assert torch.allclose(mlp(x), mlp.down(torch.nn.functional.silu(gate) * value), rtol=1e-12, atol=1e-12)

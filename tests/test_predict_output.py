@@ -176,3 +176,31 @@ def test_bigwig_that_cannot_be_written_is_one_clear_error(tmp_path, two_contigs)
     assert r.exit_code != 0 and "Traceback" not in r.output and "internal error" not in r.output, r.output
     assert str(blocker / "o") in r.output and len(r.output.strip().splitlines()) == 1, r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_bedgraph_batches_and_value_table_change_no_byte():
+    """Runs written in batches (any batch size) and probabilities formatted from the cached table give the text of
+    formatting each run alone with {v:g}."""
+    import io
+
+    import numpy as np
+
+    from genolin.io.bedgraph import BedGraphWriter
+
+    rng = np.random.default_rng(1)
+    pieces = [("chrA", 0, rng.choice([0.0, 0.25, 1.0, 0.12345, 0.00004], 700)), ("chrA", 700, rng.random(333)),
+              ("chrB", 0, rng.random(51))]
+    texts = []
+    for batch in (1, 7, 1 << 16):
+        fh = io.StringIO()
+        w = BedGraphWriter(fh, "t", "0,0,0", batch_runs=batch)
+        for contig, first, vals in pieces:
+            length = (first + len(vals)) * 4 - 1 if contig == "chrA" and first else (len(vals) * 4 - 2)
+            w.add(contig, first, vals, 4, length)
+            if contig == "chrB" or first:
+                w.flush()
+        texts.append(fh.getvalue())
+    assert texts[0] == texts[1] == texts[2]
+    for line in texts[0].splitlines()[1:]:
+        value = line.split("\t")[3]
+        assert value == f"{float(value):g}" and float(value) == round(float(value), 4)
