@@ -237,12 +237,28 @@ def _needs_grad(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
+FLA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _fla_causal_refusal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: str) -> str | None:
+    """Why fla's causal kernels cannot take these inputs, or None when they can."""
+    if feature_map == "favor":
+        return "the fla backend takes the elementwise feature maps; FAVOR+ runs on the reference backend"
+    if not q.is_cuda or q.dtype not in FLA_DTYPES:
+        return "the fla backend needs CUDA tensors in float32, bfloat16 or float16"
+    if not (_fla_head_dim(q.shape[-1]) and _fla_head_dim(v.shape[-1])):
+        return (f"the fla backend takes head sizes that are powers of two from 16 to 256, not {q.shape[-1]} (keys) "
+                f"and {v.shape[-1]} (values)")
+    if _needs_grad(q, k, v):
+        return ("the fla causal backend is for inference: chunk_simple_gla's backward made illegal memory accesses "
+                "in genolin's GPU tests (H200, fla-core 0.6.0); train on backend 'reference'")
+    return None
+
+
 def _fla_causal_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map: str) -> bool:
-    """"auto" picks fla's causal kernels for inference on CUDA tensors of more than one token with an elementwise
-    map."""
-    if feature_map == "favor" or not q.is_cuda or q.shape[1] < 2 or q.dtype not in FLA_DTYPES:
-        return False
-    if not (_fla_head_dim(q.shape[-1]) and _fla_head_dim(v.shape[-1])) or _needs_grad(q, k, v):
+    """"auto" picks fla's causal kernels for inputs they take (inference, CUDA, elementwise maps, head sizes) of more
+    than one token, when fla is installed."""
+    if q.shape[1] < 2 or _fla_causal_refusal(q, k, v, feature_map) is not None:
         return False
     try:
         import fla.ops.simple_gla  # noqa: F401
@@ -251,22 +267,12 @@ def _fla_causal_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, featu
     return True
 
 
-FLA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-
 def _causal_fla(q, k, v, *, feature_map: str, key_padding_mask, eps: float, state: LinearAttentionState | None):
     """Causal attention through fla's ``chunk_simple_gla``: q, k (B, N, H, D), v (B, N, H, E) -> (o in v's dtype,
     state). The kernels run in the inputs' dtype (bf16 under autocast), the denominator and the state in float32."""
-    if feature_map == "favor":
-        raise ValueError("the fla backend takes the elementwise feature maps; FAVOR+ runs on the reference backend")
-    if not q.is_cuda or q.dtype not in FLA_DTYPES:
-        raise ValueError("the fla backend needs CUDA tensors in float32, bfloat16 or float16")
-    if not (_fla_head_dim(q.shape[-1]) and _fla_head_dim(v.shape[-1])):
-        raise ValueError(f"the fla backend takes head sizes that are powers of two from 16 to 256, not "
-                         f"{q.shape[-1]} (keys) and {v.shape[-1]} (values)")
-    if _needs_grad(q, k, v):
-        raise ValueError("the fla causal backend is for inference: chunk_simple_gla's backward made illegal memory "
-                         "accesses in genolin's GPU tests (H200, fla-core 0.6.0); train on backend 'reference'")
+    refusal = _fla_causal_refusal(q, k, v, feature_map)
+    if refusal is not None:
+        raise ValueError(refusal)
     from fla.ops.simple_gla import chunk_simple_gla
 
     b, n, h, _ = q.shape
