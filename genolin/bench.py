@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import importlib
 import logging
 import platform
 import statistics
@@ -45,6 +46,8 @@ from genolin.ops import (
     softmax_attention,
     synthesizer_attention,
 )
+from genolin.ops.delta_rule import fla_gated_backward_works
+from genolin.ops.gla import pick_backend
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,19 @@ def _mixer_fn(variant: str, q: torch.Tensor, v: torch.Tensor) -> Callable:
         w = draw(h, d, n).to(q.dtype) * d ** -0.5
         return lambda q, k, v: synthesizer_attention(torch.einsum("bnhd,hdm->bhnm", q, w), v)
     raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
+
+
+def _scan_backends(variant: str, q: torch.Tensor) -> dict:
+    """Which code runs a scan mixer's forward and backward here ("fla" or "reference"), as the ops choose them."""
+    if variant not in ("gla", "deltanet", "gated_deltanet"):
+        return {}
+    forward = pick_backend("auto", q)
+    if variant == "deltanet" and q.dtype not in (torch.bfloat16, torch.float16):  # fla's delta rule: 16-bit only
+        forward = "reference"
+    backward = forward
+    if variant == "gated_deltanet" and forward == "fla" and not fla_gated_backward_works():
+        backward = "reference"
+    return {"backend": forward, "backward_backend": backward}
 
 
 def _attention_fn(variant: str, *, head_dim: int, favor_features: int, window: int, chunk_size: int | None,
@@ -181,8 +197,12 @@ def run_attention_benchmark(
     backward: bool = True,
     input_scale: float = 0.5,
     seed: int = 0,
+    on_length: Callable[[dict], None] | None = None,
 ) -> dict:
     """Run the comparison; returns {"meta": ..., "rows": [...]} (one row per variant and N).
+
+    ``on_length(result)`` is called after each N with the rows so far (``meta["complete"]`` False until the last),
+    so a caller can write what finished before a time limit.
 
     q and k are drawn N(0, input_scale^2): moderate norms, where FAVOR+ is meant to approximate softmax
     (its estimator variance grows like exp(|q|^2 / sqrt(D))).
@@ -191,10 +211,13 @@ def run_attention_benchmark(
     settings = dict(batch=batch, heads=heads, head_dim=head_dim, value_dim=value_dim or head_dim, dtype=dtype,
                     repeats=repeats, favor_features=favor_features, window=window, chunk_size=chunk_size,
                     softmax_max_n=softmax_max_n, input_scale=input_scale, seed=seed)
-    rows = []
-    for n in lengths:
-        rows += _rows_for_length(n, variants, dev, backward=backward, **settings)
-    return {"meta": _meta(dev, **settings), "rows": rows}
+    result = {"meta": {**_meta(dev, **settings), "complete": False}, "rows": []}
+    for i, n in enumerate(lengths):
+        result["rows"] += _rows_for_length(n, variants, dev, backward=backward, **settings)
+        result["meta"]["complete"] = i == len(lengths) - 1
+        if on_length is not None:
+            on_length(result)
+    return result
 
 
 def _rows_for_length(n, variants, dev, *, batch, heads, head_dim, value_dim, dtype, repeats, favor_features, window,
@@ -212,7 +235,7 @@ def _rows_for_length(n, variants, dev, *, batch, heads, head_dim, value_dim, dty
             continue
         fn = _attention_fn(variant, head_dim=head_dim, favor_features=favor_features, window=window,
                            chunk_size=chunk_size, device=dev, q=q, v=v)
-        row = {"variant": variant, "n": n}
+        row = {"variant": variant, "n": n, **_scan_backends(variant, q)}
         with torch.no_grad():
             memory.start()
             out = fn(q, k, v)
@@ -248,12 +271,11 @@ def _meta(dev: torch.device, **settings) -> dict:
     if dev.type == "cuda":
         meta["gpu"] = torch.cuda.get_device_name(dev)
         meta["cuda"] = torch.version.cuda
-    try:
-        import triton
-
-        meta["triton"] = triton.__version__
-    except ImportError:
-        pass
+    for package in ("triton", "fla"):  # fla: flash-linear-attention, the CUDA kernels of gla and the delta rules
+        try:
+            meta[package] = importlib.import_module(package).__version__
+        except ImportError:
+            pass
     return meta
 
 

@@ -116,8 +116,11 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # on a shared H200, 6 min, test scored RC-averaged for runs trained with RC): with the deltanet mixer it is the best
 # overall (prom_core_all 65.6, prom_core_notata 67.3, prom_core_tata 74.2, prom_300_tata 53.9; without RC: 65.0,
 # 65.9, 55.7, 63.6; linear attention with RC: 66.3, 68.7, 60.9, 36.7; one seed each, prom_core_tata varies by
-# +-3.5 over seeds), so small and base use deltanet with RC augmentation (predict and evaluate them with
-# --rc-average). tiny (2 CPU cores) trains without it (rc_prob 0): its k-mer term then starts from the
+# +-3.5 over seeds), so small and base use RC augmentation (predict and evaluate them with --rc-average). The mixer
+# column (benchmarks/results/attention_mixers_h200_2026-11-24, 5 min per run on a shared H200): the dense synthesizer
+# beat deltanet on all four tasks with small (3 seeds: 64.97, 68.11, 78.86, 67.25 against 63.23, 67.56, 70.13, 51.90)
+# and on three of four with base (one seed, 7.8 min: 66.92, 67.51, 81.30, 75.07 against 63.54, 67.57, 74.94, 53.07),
+# so small and base use it; it is length-limited (model.max_len: the longest training sequence unless set). tiny (2 CPU cores) trains without it (rc_prob 0): its k-mer term then starts from the
 # forward-strand regression, the one a k-mer baseline fits (with RC rows it lost 3-6 MCC points on the TATA tasks),
 # and prom_300_tata went 41.0 -> 50.4 (3 min); the delta rule's PyTorch form trained 2-4 epochs in 3 CPU minutes
 # where linear attention trained 10, so tiny keeps linear.
@@ -137,7 +140,7 @@ PRESETS: dict[str, dict[str, dict]] = {
     "small": {
         "common": dict(lr=1e-3, warmup_steps=200, model=dict(d_model=128, n_layers=4, n_heads=4, favor_features=64)),
         "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10,
-                         model=dict(stem_kernel=15, mixer="deltanet")),
+                         model=dict(stem_kernel=15, mixer="synthesizer")),
         "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=20_000,
                       val_every_steps=1000, warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
@@ -145,7 +148,7 @@ PRESETS: dict[str, dict[str, dict]] = {
     "base": {
         "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
         "sequence": dict(k=1, stride=1, batch_size=32, epochs=30, patience=10,
-                         model=dict(stem_kernel=15, mixer="deltanet")),
+                         model=dict(stem_kernel=15, mixer="synthesizer")),
         "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=18_000,
                       val_every_steps=1000, lr=1e-3,
                       warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),

@@ -52,14 +52,14 @@ def attention(lengths, variants, batch, heads, head_dim, value_dim, dtype, devic
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
         raise click.BadParameter(f"unknown: {', '.join(unknown)} (choose from {VARIANT_HELP})", param_hint="--variants")
+    prefix = out or f"benchmarks/results/attention_{device}"
     result = run_attention_benchmark(
         lengths=list(lengths) or default_lengths(device), variants=names, batch=batch, heads=heads,
         head_dim=head_dim, value_dim=value_dim, dtype=dtype or ("bfloat16" if gpu else "float32"), device=device,
         repeats=repeats or (20 if gpu else 3), favor_features=favor_features, window=window, chunk_size=chunk_size,
-        softmax_max_n=softmax_max_n or (262144 if gpu else 8192), backward=backward, input_scale=input_scale)
+        softmax_max_n=softmax_max_n or (262144 if gpu else 8192), backward=backward, input_scale=input_scale,
+        on_length=lambda partial: write_result(partial, prefix + ".json"))  # what finished survives a time limit
     table = format_table(result)
-    prefix = out or f"benchmarks/results/attention_{device}"
-    write_result(result, prefix + ".json")
     meta = result["meta"]
     with atomic_open(prefix + ".md") as fh:
         fh.write(f"# genolin attention benchmark ({meta['date']})\n\n"
