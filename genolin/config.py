@@ -120,10 +120,14 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # column (benchmarks/results/attention_mixers_h200_2026-11-24, 5 min per run on a shared H200): the dense synthesizer
 # beat deltanet on all four tasks with small (3 seeds: 64.97, 68.11, 78.86, 67.25 against 63.23, 67.56, 70.13, 51.90)
 # and on three of four with base (one seed, 7.8 min: 66.92, 67.51, 81.30, 75.07 against 63.54, 67.57, 74.94, 53.07),
-# so small and base use it; it is length-limited (model.max_len: the longest training sequence unless set). tiny (2 CPU cores) trains without it (rc_prob 0): its k-mer term then starts from the
-# forward-strand regression, the one a k-mer baseline fits (with RC rows it lost 3-6 MCC points on the TATA tasks),
-# and prom_300_tata went 41.0 -> 50.4 (3 min); the delta rule's PyTorch form trained 2-4 epochs in 3 CPU minutes
-# where linear attention trained 10, so tiny keeps linear.
+# so small and base use it; it is length-limited (model.max_len: the longest training sequence unless set).
+# tiny (2 CPU cores) trains without RC (rc_prob 0): its k-mer term then starts from the forward-strand regression,
+# the one a k-mer baseline fits (with RC rows it lost 3-6 MCC points on the TATA tasks), and prom_300_tata went
+# 41.0 -> 50.4 (3 min). Its mixer, on 2 CPU cores, 3 min, seeds 0 and 1
+# (benchmarks/results/gue_tiny_cpu_synthesizer_2026-11-24): the dense synthesizer scored prom_core_tata 65.80
+# against linear attention's 48.45 (which never left its epoch-0 k-mer model) and prom_300_tata 45.09 against
+# 45.97 (one epoch in 3 min: 4x linear attention's cost per epoch at 300 nt), so tiny uses it too; the delta
+# rule's PyTorch form trained 2-4 epochs in 3 CPU minutes where linear attention trained 10.
 PRESETS: dict[str, dict[str, dict]] = {
     # tiny: trains on 2 CPU cores (sequences: minutes; tracks: 10 minutes at most)
     "tiny": {
@@ -131,7 +135,7 @@ PRESETS: dict[str, dict[str, dict]] = {
                        model=dict(d_model=64, n_layers=2, n_heads=4, dropout=0.1, chunk_tokens=4096,
                                   favor_features=32)),
         "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10, rc_prob=0.0,
-                         model=dict(stem_kernel=15, kmer_logits=6)),
+                         model=dict(stem_kernel=15, kmer_logits=6, mixer="synthesizer")),
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=4, steps=2000, val_every_steps=250,
                       warmup_steps=100, max_minutes=10, patience=0,
                       model=dict(mixer="linear", d_model=32, n_heads=2)),
