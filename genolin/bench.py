@@ -46,7 +46,7 @@ from genolin.ops import (
     softmax_attention,
     synthesizer_attention,
 )
-from genolin.ops.delta_rule import fla_gated_backward_works
+from genolin.ops.delta_rule import delta_rule_backend
 from genolin.ops.gla import pick_backend
 
 log = logging.getLogger(__name__)
@@ -93,13 +93,11 @@ def _scan_backends(variant: str, q: torch.Tensor) -> dict:
     """Which code runs a scan mixer's forward and backward here ("fla" or "reference"), as the ops choose them."""
     if variant not in ("gla", "deltanet", "gated_deltanet"):
         return {}
-    forward = pick_backend("auto", q)
-    if variant == "deltanet" and q.dtype not in (torch.bfloat16, torch.float16):  # fla's delta rule: 16-bit only
-        forward = "reference"
-    backward = forward
-    if variant == "gated_deltanet" and forward == "fla" and not fla_gated_backward_works():
-        backward = "reference"
-    return {"backend": forward, "backward_backend": backward}
+    if variant == "gla":
+        return {"backend": pick_backend("auto", q), "backward_backend": pick_backend("auto", q)}
+    gated = variant == "gated_deltanet"
+    return {"backend": delta_rule_backend("auto", q, q, q, gated=gated, needs_grad=False),
+            "backward_backend": delta_rule_backend("auto", q, q, q, gated=gated, needs_grad=True)}
 
 
 def _attention_fn(variant: str, *, head_dim: int, favor_features: int, window: int, chunk_size: int | None,

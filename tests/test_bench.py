@@ -84,10 +84,10 @@ def test_cli_writes_json_markdown_and_plot(tmp_path):
 
 def test_partial_results_after_each_length():
     seen = []
-    result = run_attention_benchmark(lengths=[16, 24, 40], variants=["elu", "gla"], heads=1, head_dim=4, repeats=1,
-                                     backward=False,
+    result = run_attention_benchmark(lengths=[16, 24, 40], variants=["elu", "gla", "gated_deltanet"], heads=1,
+                                     head_dim=4, repeats=1, backward=False,
                                      on_length=lambda r: seen.append((r["meta"]["complete"], len(r["rows"]))))
-    assert seen == [(False, 2), (False, 4), (True, 6)]  # a time limit would keep the rows of the lengths done
-    scans = [r for r in result["rows"] if r["variant"] == "gla"]
+    assert seen == [(False, 3), (False, 6), (True, 9)]  # a time limit would keep the rows of the lengths done
+    scans = [r for r in result["rows"] if r["variant"] != "elu"]
     assert all(r["backend"] == "reference" == r["backward_backend"] for r in scans)  # CPU: the PyTorch form
     assert "backend" not in result["rows"][0]  # elu: linear attention has its own dispatch

@@ -105,28 +105,34 @@ def fla_gated_backward_works() -> bool:
     return not broken or importlib.util.find_spec("tilelang") is not None
 
 
-def delta_rule(q, k, v, beta, g=None, *, scale: float | None = None, backend: str = "auto") -> torch.Tensor:
-    """One left-to-right (gated) delta-rule scan -> (B, N, H, V); see the module docstring."""
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
+def delta_rule_backend(backend: str, q, k, v, *, gated: bool, needs_grad: bool) -> str:
+    """"fla" or "reference": what ``delta_rule`` runs for these inputs (ValueError where backend="fla" cannot)."""
     chosen = pick_backend(backend, q)
-    needs_grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, beta, g))
-    if chosen == "fla" and g is not None and needs_grad and not fla_gated_backward_works():
+    if chosen == "fla" and gated and needs_grad and not fla_gated_backward_works():
         if backend == "fla":
             raise ValueError("fla cannot differentiate the gated delta rule here (Hopper GPU, Triton < 3.7.1: fla "
                              "issue #640); install tilelang or a newer Triton, or use backend='auto'")
         chosen = "reference"
     # fla's (ungated) chunk_delta_rule takes bf16/fp16 only, all three alike (under autocast the l2-normed q, k
     # come as float32 beside a bf16 v): the lowest precision present, and float32 inputs to the PyTorch form
-    low = [x.dtype for x in (q, k, v) if x.dtype in (torch.bfloat16, torch.float16)]
-    if chosen == "fla" and g is None and not low:
+    if chosen == "fla" and not gated and not any(x.dtype in (torch.bfloat16, torch.float16) for x in (q, k, v)):
         if backend == "fla":
             raise ValueError("fla's delta rule takes bfloat16 or float16 inputs (float32 runs on backend='auto' "
                              "or 'reference')")
         chosen = "reference"
+    return chosen
+
+
+def delta_rule(q, k, v, beta, g=None, *, scale: float | None = None, backend: str = "auto") -> torch.Tensor:
+    """One left-to-right (gated) delta-rule scan -> (B, N, H, V); see the module docstring."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    needs_grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, beta, g))
+    chosen = delta_rule_backend(backend, q, k, v, gated=g is not None, needs_grad=needs_grad)
     if chosen == "fla":
         if g is None:
             from fla.ops.delta_rule import chunk_delta_rule
 
+            low = [x.dtype for x in (q, k, v) if x.dtype in (torch.bfloat16, torch.float16)]  # cast all alike
             q, k, v = q.to(low[0]), k.to(low[0]), v.to(low[0])
             o, _ = chunk_delta_rule(q, k, v, beta.to(q.dtype), scale=scale)
         else:
@@ -137,4 +143,5 @@ def delta_rule(q, k, v, beta, g=None, *, scale: float | None = None, backend: st
     return delta_rule_chunked(q, k, v, beta, g, scale=scale)[0]
 
 
-__all__ = ["DELTA_CHUNK", "delta_rule", "fla_gated_backward_works", "delta_rule_chunked", "delta_rule_recurrent"]
+__all__ = ["DELTA_CHUNK", "delta_rule", "delta_rule_backend", "delta_rule_chunked", "delta_rule_recurrent",
+           "fla_gated_backward_works"]
