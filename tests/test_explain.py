@@ -30,7 +30,9 @@ def _random(rng, n):
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     """Labelled FASTAs (50 bp): positives carry TATAAT at 8..36, negatives never; a tiny model trained on them
-    (no k-mer term: the encoder itself must find the motif). Returns (folder, run dir, test records)."""
+    (no k-mer term: the encoder itself must find the motif; linear attention, which sees the motif wherever it is,
+    not the preset's synthesizer, whose position-specific weights spread the attributions over the places the
+    motif was seen). Returns (folder, run dir, test records)."""
     d = tmp_path_factory.mktemp("planted")
     rng = np.random.default_rng(1)
     tests = []
@@ -48,19 +50,20 @@ def planted(tmp_path_factory):
                 if split == "test":
                     tests.append((f"{split}{i}", s, at))
     result = run("train", "--fasta", d / "train.fa", "--val-fasta", d / "dev.fa", "--preset", "tiny", "--device",
-                 "cpu", "--set", "model.kmer_logits=0", "--set", "epochs=10", "--set", "patience=0", "--out",
-                 d / "run")
+                 "cpu", "--set", "model.kmer_logits=0", "--set", "epochs=10", "--set", "patience=0", "--set",
+                 "mixer=linear", "--out", d / "run")
     assert result.exit_code == 0, result.output
     return d, d / "run", tests
 
 
 @pytest.fixture(scope="module")
 def token_runs(planted):
-    """Two barely trained runs for exactness checks: k = 3 at stride 2, and k = 1 with the k-mer logits."""
+    """Barely trained runs for exactness checks: k = 3 at stride 2 and k = 1 with the k-mer logits (linear
+    attention, for inputs longer than training's), and the tiny preset as it is (the synthesizer)."""
     d = planted[0]
     out = {}
-    for name, sets in (("k3s2", ["k=3", "stride=2", "model.stem_kernel=0", "model.kmer_logits=0"]),
-                       ("kmer", [])):
+    for name, sets in (("k3s2", ["k=3", "stride=2", "model.stem_kernel=0", "model.kmer_logits=0", "mixer=linear"]),
+                       ("kmer", ["mixer=linear"]), ("preset", [])):
         args = [a for kv in sets for a in ("--set", kv)]
         result = run("train", "--fasta", d / "train.fa", "--val-fasta", d / "dev.fa", "--preset", "tiny",
                      "--device", "cpu", "--set", "max_steps=3", *args, "--out", d / name)
@@ -119,14 +122,15 @@ def test_ism_equals_predict_on_every_mutant(tmp_path, planted, rc):
     assert len(list((tmp_path / "ex" / "logos").glob("*.png"))) == 3
 
 
-@pytest.mark.parametrize("name", ["k3s2", "kmer"])
+@pytest.mark.parametrize("name", ["k3s2", "kmer", "preset"])
 def test_one_hot_model_is_the_token_model(planted, token_runs, name):
     """In float64, BasesToScore at one-hot inputs equals the model on tokens (k-mer embeddings as products of
-    base one-hots; N -> [UNK]; the bag-of-k-mers term from the same products), for odd lengths."""
+    base one-hots; N -> [UNK]; the bag-of-k-mers term from the same products), for odd lengths (the synthesizer
+    up to its 50 trained positions)."""
     r = load_run(token_runs[name], "cpu")
     r.model.double()
     rng = np.random.default_rng(5)
-    seqs = [_random(rng, n).encode() for n in (23, 50, 61)]
+    seqs = [_random(rng, n).encode() for n in ((23, 50, 61) if name != "preset" else (23, 37, 50))]
     seqs.append(b"ACGTN" + seqs[0][5:])
     wrapper = BasesToScore(r, "class", 1)
     tol = 1e-10 if name == "k3s2" else 1e-6  # the token model counts k-mers in float32 (model.kmer_profile)

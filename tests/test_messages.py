@@ -57,13 +57,21 @@ def test_space_inside_a_table_sequence_names_row_and_column(tmp_path, seq_run):
 
 
 def test_a_genome_slice_given_to_a_classifier_is_warned(tmp_path, seq_run):
+    """A mixer of any length (here linear attention) scores the slice and warns; the presets' synthesizer, sized by
+    the longest training sequence, refuses it with one line naming the record and writes nothing."""
     (rec,) = read_fasta(ECOLI_BGZ)
     fasta = tmp_path / "long.fa"
     fasta.write_text(f">short\n{rec.seq[:60].decode()}\n>long\n{rec.seq[:50_000].decode()}\n")
-    r = run("predict", "--model", seq_run / "run", "--fasta", fasta, "--out", tmp_path / "p.tsv")
+    r = run("-q", "train", "--csv", seq_run / "train.csv", "--out", tmp_path / "linear", "--max-steps", 2, "--set",
+            "d_model=32", "--set", "mixer=linear")
+    assert r.exit_code == 0, r.output
+    r = run("predict", "--model", tmp_path / "linear", "--fasta", fasta, "--out", tmp_path / "p.tsv")
     assert r.exit_code == 0
     assert "1 sequence(s) over 4 times the longest training sequence (70 bp; the longest here 50,000 bp)" in r.output
     assert len((tmp_path / "p.tsv").read_text().splitlines()) == 3  # still predicted
+    r = run("predict", "--model", seq_run / "run", "--fasta", fasta, "--out", tmp_path / "s.tsv")
+    assert r.exit_code == 1 and "'long' has 50,000 tokens" in r.output and "model.max_len (70)" in r.output
+    assert "Traceback" not in r.output and not (tmp_path / "s.tsv").exists()
 
 
 def test_truncated_bgzip_genome_in_train_evaluate_predict(tmp_path):
