@@ -119,7 +119,8 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # +-3.5 over seeds), so small and base use RC augmentation (predict and evaluate them with --rc-average). The mixer
 # column (benchmarks/results/attention_mixers_h200_2026-11-24, 5 min per run on a shared H200): the dense synthesizer
 # beat deltanet on all four tasks with small (3 seeds: 64.97, 68.11, 78.86, 67.25 against 63.23, 67.56, 70.13, 51.90)
-# and on three of four with base (one seed, 7.8 min: 66.92, 67.51, 81.30, 75.07 against 63.54, 67.57, 74.94, 53.07),
+# and on three of four with base (seed 0, 7.8 min: 66.92, 67.51, 81.30, 75.07 against 63.54, 67.57, 74.94, 53.07;
+# 3 seeds of base: 67.31, 67.75, 81.64, 72.66),
 # so small and base use it; it is length-limited (model.max_len: the longest training sequence unless set).
 # tiny (2 CPU cores) trains without RC (rc_prob 0): its k-mer term then starts from the forward-strand regression,
 # the one a k-mer baseline fits (with RC rows it lost 3-6 MCC points on the TATA tasks), and prom_300_tata went
