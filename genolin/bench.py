@@ -89,15 +89,16 @@ def _mixer_fn(variant: str, q: torch.Tensor, v: torch.Tensor) -> Callable:
     raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
 
 
-def _scan_backends(variant: str, q: torch.Tensor) -> dict:
+def _scan_backends(variant: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict:
     """Which code runs a scan mixer's forward and backward here ("fla" or "reference"), as the ops choose them."""
-    if variant not in ("gla", "deltanet", "gated_deltanet"):
-        return {}
     if variant == "gla":
-        return {"backend": pick_backend("auto", q), "backward_backend": pick_backend("auto", q)}
+        chosen = pick_backend("auto", q)
+        return {"backend": chosen, "backward_backend": chosen}
+    if variant not in ("deltanet", "gated_deltanet"):
+        return {}
     gated = variant == "gated_deltanet"
-    return {"backend": delta_rule_backend("auto", q, q, q, gated=gated, needs_grad=False),
-            "backward_backend": delta_rule_backend("auto", q, q, q, gated=gated, needs_grad=True)}
+    return {"backend": delta_rule_backend("auto", q, k, v, gated=gated, needs_grad=False),
+            "backward_backend": delta_rule_backend("auto", q, k, v, gated=gated, needs_grad=True)}
 
 
 def _attention_fn(variant: str, *, head_dim: int, favor_features: int, window: int, chunk_size: int | None,
@@ -233,7 +234,7 @@ def _rows_for_length(n, variants, dev, *, batch, heads, head_dim, value_dim, dty
             continue
         fn = _attention_fn(variant, head_dim=head_dim, favor_features=favor_features, window=window,
                            chunk_size=chunk_size, device=dev, q=q, v=v)
-        row = {"variant": variant, "n": n, **_scan_backends(variant, q)}
+        row = {"variant": variant, "n": n, **_scan_backends(variant, q, k, v)}
         with torch.no_grad():
             memory.start()
             out = fn(q, k, v)
