@@ -73,14 +73,14 @@ def main() -> None:
     # warm-up: one batch through every stage (kernel compilation, allocator)
     plan = list(pred._plan(data, regions))
     first = pred._tokens(data, plan[0], rc)
-    pred._forward(first[2], first[3])
+    pred._window_probs(first[2], first[3], first[4])
 
     t_tokens, batches = timed(lambda: [pred._tokens(data, p, rc) for p in pred._plan(data, regions)], dev)
     outs = []
 
     def model_all():
-        for _, _, ids, mask in batches:
-            outs.append(pred._forward(ids, mask).cpu().numpy())
+        for _, _, ids, mask, bins in batches:
+            outs.append(pred._window_probs(ids, mask, bins).cpu().numpy())
 
     t_model, _ = timed(model_all, dev)
     tokens = sum(int(b[3].sum()) for b in batches)
@@ -90,8 +90,8 @@ def main() -> None:
             pass
 
     def pieces_all():
-        return [p for (pending, bases, _, _), host in zip(batches, outs, strict=True)
-                for p in pred._pieces(data, pending, bases, (host, None), rc, Bar())]
+        return [p for (pending, bases, *_), host in zip(batches, outs, strict=True)
+                for p in pred._pieces(data, pending, bases, (host, None), Bar())]
 
     t_pieces, pieces = timed(pieces_all, dev)
     batches = outs = None  # free them before the pipeline runs
@@ -122,8 +122,8 @@ def main() -> None:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     few = [pred._tokens(data, p, rc) for p in plan[: args.profile_batches]]
     with profile(activities=acts) as prof:
-        for _, _, ids, mask in few:
-            pred._forward(ids, mask).cpu()
+        for _, _, ids, mask, bins in few:
+            pred._window_probs(ids, mask, bins).cpu()
         sync(dev)
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=48)

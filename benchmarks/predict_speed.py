@@ -162,30 +162,34 @@ def main() -> None:
     settings = [(rc, f, "auto") for f in formats for rc in (False, True)]
     if args.reference:
         settings.append((True, formats[0], "reference"))
-    rows = []
-    for rc, fmt, backend in settings:
+    result = {"meta": meta_of(args, run, bp), "rows": [], "cli": None}
+    for rc, fmt, backend in settings:  # the files are rewritten after every row: a time limit keeps what ran
         row = one_row(args, run, fasta, bp, rc=rc, fmt=fmt, backend=backend, work=work)
-        rows.append(row)
+        result["rows"].append(row)
         print(f"rc {int(rc)} {fmt:8s} {backend:9s} wall {row['wall_s']:8.2f} s ({row['wall_mbp_s']:6.2f} Mbp/s)  "
               f"predict {row['predict_s']:8.2f} s ({row['predict_mbp_s']:6.2f} Mbp/s)", flush=True)
+        write(result, Path(args.out))
     # the exact command a user runs, with its peak memory
     env = dict(os.environ)
     written = [f for f in formats if f != "none"] or ["bedgraph"]
     fmt = ([] if written[0] == "bedgraph" else ["--format", written[0]]) + (["--compile"] if args.compile else [])
     rss, _, wall = run_child([sys.executable, "-m", "genolin", "-q", "predict", "--model", str(run), "--fasta",
                               str(fasta), "--device", args.device, "--out", str(work / "cli"), *fmt], env)
-    cli = {"command": f"genolin predict --model RUN --fasta {fasta.name} --device {args.device} --out P "
-                      + " ".join(fmt),
-           "wall_s": round(wall, 3), "wall_mbp_s": bp / wall / 1e6, "peak_rss_mib": round(rss, 1)}
-    print(f"CLI: {cli['wall_s']:.2f} s ({cli['wall_mbp_s']:.2f} Mbp/s), peak RSS {rss:.0f} MiB", flush=True)
+    result["cli"] = {"command": f"genolin predict --model RUN --fasta {fasta.name} --device {args.device} --out P "
+                                + " ".join(fmt),
+                     "wall_s": round(wall, 3), "wall_mbp_s": bp / wall / 1e6, "peak_rss_mib": round(rss, 1)}
+    print(f"CLI: {wall:.2f} s ({bp / wall / 1e6:.2f} Mbp/s), peak RSS {rss:.0f} MiB", flush=True)
+    print(write(result, Path(args.out)))
 
+
+def meta_of(args, run: Path, bp: int) -> dict:
     import torch
 
     from genolin import __version__
     from genolin.checkpoint import read_run_config
 
     cfg = read_run_config(run).train
-    meta = {"benchmark": "predict_speed", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    return {"benchmark": "predict_speed", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
             "cpu": cpu_name(), "cpu_count": os.cpu_count(),
             "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
@@ -195,16 +199,19 @@ def main() -> None:
                       "window_bp": cfg.window_bp},
             "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
             "compile": args.compile}
-    result = {"meta": meta, "rows": rows, "cli": cli}
-    prefix = Path(args.out)
+
+
+def write(result: dict, prefix: Path) -> str:
+    """PREFIX.json and PREFIX.md of what has run so far; returns the markdown."""
+    meta, rows, cli = result["meta"], result["rows"], result["cli"]
     prefix.parent.mkdir(parents=True, exist_ok=True)
     prefix.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    m = meta["model"]
+    m, bp = meta["model"], meta["genome"]["bp"]
     lines = [f"# genolin predict speed ({meta['date']})", "",
              f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin "
              f"{meta['genolin']}; model {m['preset'] or 'given'}: d_model {m['d_model']}, {m['n_layers']} layers, "
              f"{m['mixer']}, k {m['k']}, stride {m['stride']}, window {m['window_bp']:,} bp; genome "
-             f"{meta['genome']['fasta']} ({bp / 1e6:.2f} Mbp){'; torch.compile' if args.compile else ''}", "",
+             f"{meta['genome']['fasta']} ({bp / 1e6:.2f} Mbp){'; torch.compile' if meta['compile'] else ''}", "",
              f"`{meta['command']}`", "",
              "| RC average | format | attention | wall clock s | Mbp/s (wall) | predict s (after load) | Mbp/s | "
              "GPU peak GiB | peak RSS MiB | windows / batch |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -213,10 +220,11 @@ def main() -> None:
         lines.append(f"| {'yes' if r['rc_average'] else 'no'} | {r['format']} | {r['backend']} | {r['wall_s']:.2f} | "
                      f"{r['wall_mbp_s']:.2f} | {r['predict_s']:.2f} | {r['predict_mbp_s']:.2f} | {gib} | "
                      f"{r['peak_rss_mib']:.0f} | {r['batch_windows']} |")
-    lines += ["", f"`{cli['command']}`: {cli['wall_s']:.2f} s wall clock ({cli['wall_mbp_s']:.2f} Mbp/s, start-up "
-              f"included), peak RSS {cli['peak_rss_mib']:.0f} MiB."]
+    if cli:
+        lines += ["", f"`{cli['command']}`: {cli['wall_s']:.2f} s wall clock ({cli['wall_mbp_s']:.2f} Mbp/s, "
+                      f"start-up included), peak RSS {cli['peak_rss_mib']:.0f} MiB."]
     prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 Piece = tuple[str, int, np.ndarray]  # (contig, first bin, probs (n, 2))
 WINDOW_BATCH_TOKENS = {False: 2**15, True: 2**18}  # tokens per batch of genome windows: CPU, CUDA (RC doubles it)
+# compile=None compiles for genomes this long: about 10 s of compiling on a machine's first run (H200, base model)
+# against 10-20 s saved per 100 Mbp
+COMPILE_AUTO_BP = 200_000_000
 
 
 class Predictor:
@@ -47,18 +50,26 @@ class Predictor:
 
     On CUDA the model runs under bf16 autocast when the run trained with it (``amp``); genome windows are
     tokenized on a background thread while the GPU works, and each batch's probabilities are copied back while
-    the next batch runs. ``compile``: the forward goes through torch.compile (norm, convolution, MLP and the
-    elementwise work between kernels fused; genome batches are padded to one shape, so two graphs: with and
-    without padding). Measured on an H200: the forward alone 2x faster, but about 30 s of compiling, which only
-    genomes of several Gbp win back."""
+    the next batch runs. ``compile``: the blocks go through torch.compile (``Encoder.compile_blocks``: norm,
+    convolution, MLP and the elementwise work between kernels fused; genome batches are padded to one shape);
+    None: only for genomes of at least ``COMPILE_AUTO_BP`` on CUDA. Measured on an H200 (base model, RC
+    averaging): the model pipeline 5.2 -> 9.4 Mbp/s, for about 10 s of compiling on a machine's first run and
+    about 1 s once torch's on-disk cache holds the graphs."""
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
-                 amp: bool = False, dist: Dist | None = None, compile: bool = False):
+                 amp: bool = False, dist: Dist | None = None, compile: bool | None = False):
         self.model, self.task, self.device = model, task, device
         self.batch_size, self.max_tokens = batch_size, max_tokens
         self.amp = amp and device.type == "cuda"
         self.dist = dist or Dist()  # under torchrun: genome windows are shared out, rank 0 gets every result
-        self.compiled = torch.compile(model.for_compile(), dynamic=False) if compile else None
+        self.compile, self.compiled = compile, False
+        if compile:
+            self._compile()
+
+    def _compile(self) -> None:
+        if not self.compiled:
+            self.model.compile_blocks()
+            self.compiled = True
 
     @property
     def writes(self) -> bool:
@@ -68,13 +79,18 @@ class Predictor:
     @torch.no_grad()
     def outputs(self, ids: torch.Tensor, mask: torch.Tensor):
         """The model's EncoderOutput for a batch, on the device (bf16 autocast on CUDA when the run trained so)."""
-        model = self.model if self.compiled is None else self.compiled
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
-            return model(ids.to(self.device, non_blocking=True), mask.to(self.device, non_blocking=True))
+            return self.model(ids.to(self.device, non_blocking=True), mask.to(self.device, non_blocking=True))
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Probabilities on the device, float32."""
         return self.task.probabilities(self.outputs(ids, mask)).float()
+
+    def _window_probs(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None) -> torch.Tensor:
+        """(B, T, 2) probabilities of a batch of windows; with ``bins`` (the windows' real bins) the batch holds
+        the windows and then their reverse complements, averaged here on the device (half the copy back)."""
+        probs = self._forward(ids, mask)
+        return probs if bins is None else rc_averaged(probs, torch.tensor(bins, device=probs.device))
 
     def _probs(self, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
         return _finite(self._forward(ids, mask).cpu().numpy())
@@ -111,6 +127,9 @@ class Predictor:
                      progress: bool | None = None) -> Iterator[Piece]:
         """Pieces covering bins a // stride .. ceil(b / stride) of every region (contig, a, b), in order (under
         torchrun: on rank 0; the other ranks compute their share and yield nothing)."""
+        if self.compile is None and self.device.type == "cuda" and sum(b - a for _, a, b in regions) >= COMPILE_AUTO_BP:
+            log.info("compiling the model (torch.compile) for a genome of >= %.0f Mbp", COMPILE_AUTO_BP / 1e6)
+            self._compile()
         if self.dist.world > 1:
             yield from self._region_probs_shared(data, regions, rc_average, progress)
             return
@@ -120,43 +139,65 @@ class Predictor:
             ready = deque(pool.submit(self._tokens, data, p, rc_average) for p in itertools.islice(plan, 2))
             previous = None
             while ready:
-                pending, bases, ids, mask = ready.popleft().result()
+                pending, bases, ids, mask, bins = ready.popleft().result()
                 nxt = next(plan, None)
                 if nxt is not None:
                     ready.append(pool.submit(self._tokens, data, nxt, rc_average))
-                running = self._launch(ids, mask, model)  # works on this batch while the last one is written
+                running = self._launch(ids, mask, bins, model)  # works on it while the last one is written
                 if previous is not None:
-                    yield from self._pieces(data, *previous, rc_average, bar)
+                    yield from self._pieces(data, *previous, bar)
                 previous = (pending, bases, running)
             if previous is not None:
-                yield from self._pieces(data, *previous, rc_average, bar)
+                yield from self._pieces(data, *previous, bar)
 
     def _region_probs_shared(self, data: TrackData, regions, rc_average: bool, progress) -> Iterator[Piece]:
         """torchrun: batch i of the plan runs on rank i % world; each round the ranks' probabilities (padded to
-        one shape) are gathered on rank 0, which yields the pieces in genome order."""
+        one shape) are gathered on rank 0, which yields the pieces in genome order. Pipelined: the next round's
+        tokens are made on a background thread and its forward and gather are launched before rank 0 turns the
+        last round into pieces, so the ranks do not wait for rank 0's writing."""
         import torch.distributed as tdist
 
         rank, world = self.dist.rank, self.dist.world
         plan = list(self._plan(data, regions))
         log.info("%d batches of windows shared over %d processes", len(plan), world)
-        shape = (*self._full_batch(data, rc_average), 2)
+        shape = (self.batch_size, data.window_bp // data.stride, 2)
         comm = self.device if self.device.type == "cuda" else torch.device("cpu")
+        rounds = range(0, len(plan), world)
+
+        def tokens(first: int):
+            return self._tokens(data, plan[first + rank], rc_average) if first + rank < len(plan) else None
+
+        def launch(made) -> tuple[torch.Tensor, list | None, object]:
+            mine = torch.zeros(shape, dtype=torch.float32, device=comm)
+            if made is not None:
+                probs = self._window_probs(made[2], made[3], made[4])
+                mine[: probs.shape[0], : probs.shape[1]] = probs
+            every = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
+            return mine, every, tdist.gather(mine, every, dst=0, async_op=True)
+
+        def finish(first: int, launched) -> Iterator[Piece]:
+            _, every, work = launched
+            work.wait()
+            if rank == 0:
+                for r, probs in enumerate(every[: len(plan) - first]):
+                    pending = plan[first + r]
+                    bases = [data.bases(w) for w, _, _ in pending]
+                    yield from self._pieces(data, pending, bases, (probs.cpu().numpy(), None), bar)
+
         with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
-                          enabled=progress if rank == 0 else False) as bar:
-            for first in range(0, len(plan), world):
-                mine = torch.zeros(shape, dtype=torch.float32, device=comm)
-                if first + rank < len(plan):
-                    _, _, ids, mask = self._tokens(data, plan[first + rank], rc_average)
-                    probs = self._forward(ids, mask)
-                    mine[: probs.shape[0], : probs.shape[1]] = probs
-                every = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
-                tdist.gather(mine, every, dst=0)
-                if rank == 0:
-                    for r, probs in enumerate(every[: len(plan) - first]):
-                        pending = plan[first + r]
-                        bases = [data.bases(w) for w, _, _ in pending]
-                        yield from self._pieces(data, pending, bases, (probs.cpu().numpy(), None), rc_average,
-                                                bar)
+                          enabled=progress if rank == 0 else False) as bar, ThreadPoolExecutor(1) as pool:
+            made = pool.submit(tokens, rounds[0]) if rounds else None
+            previous = None
+            for i, first in enumerate(rounds):
+                ready = made.result()
+                if i + 1 < len(rounds):
+                    made = pool.submit(tokens, rounds[i + 1])
+                launched = launch(ready)
+                if previous is not None:
+                    yield from finish(*previous)
+                previous = (first, launched)
+            if previous is not None:
+                yield from finish(*previous)
 
     def _plan(self, data: TrackData, regions) -> Iterator[list[tuple[Window, int, int]]]:
         """Batches of (window, keep_from, keep_to), bins absolute: windows of the training length overlapping by
@@ -180,52 +221,58 @@ class Predictor:
             yield pending
 
     def _tokens(self, data: TrackData, pending, rc_average: bool):
-        """(pending, bases, ids (B or 2B, T), mask): the windows' tokens, then (rc_average) their reverse
-        complements, in one batch."""
+        """(pending, bases, ids (B or 2B, T), mask, bins): the windows' tokens, then (rc_average) their reverse
+        complements, in one batch; bins: the windows' real bins when rc_average, else None."""
         bases = [data.bases(w) for w, _, _ in pending]
         arrays = [data.tokens(w, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
         if rc_average:
             arrays += [data.tokens(w, rc=True, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
         # compiled: one shape for every batch, one compiled graph
-        ids, mask = pad_tokens(arrays, self._full_batch(data, rc_average) if self.compiled is not None else None)
+        ids, mask = pad_tokens(arrays, self._full_batch(data, rc_average) if self.compiled else None)
         if self.device.type == "cuda":
             ids, mask = ids.pin_memory(), mask.pin_memory()
-        return pending, bases, ids, mask
+        return pending, bases, ids, mask, [w.bins for w, _, _ in pending] if rc_average else None
 
     def _full_batch(self, data: TrackData, rc_average: bool) -> tuple[int, int]:
         """(rows, tokens) of a full batch of windows: batch_size windows (and their reverse complements)."""
         return self.batch_size * (2 if rc_average else 1), data.window_bp // data.stride
 
-    def _launch(self, ids: torch.Tensor, mask: torch.Tensor, pool: ThreadPoolExecutor):
+    def _launch(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None, pool: ThreadPoolExecutor):
         """Start the batch; returns what ``_pieces`` waits for: on CUDA a pinned host copy and its event (the GPU
         runs on while Python goes on), on a CPU a future of the model thread (torch releases the GIL in its ops)."""
         if self.device.type != "cuda":
-            return pool.submit(lambda: self._forward(ids, mask).numpy()), None
-        probs = self._forward(ids, mask)
+            return pool.submit(lambda: self._window_probs(ids, mask, bins).numpy()), None
+        probs = self._window_probs(ids, mask, bins)
         host = torch.empty(probs.shape, dtype=probs.dtype, pin_memory=True)
         host.copy_(probs, non_blocking=True)
         done = torch.cuda.Event()
         done.record()
         return host, done
 
-    def _pieces(self, data: TrackData, pending, bases, running, rc_average: bool, bar) -> Iterator[Piece]:
+    def _pieces(self, data: TrackData, pending, bases, running, bar) -> Iterator[Piece]:
         host, done = running
         if done is not None:
             done.synchronize()
             host = host.numpy()
         elif not isinstance(host, np.ndarray):
             host = host.result()
-        n = len(pending)
         _finite(host)
         for i, ((w, keep_from, keep_to), seq) in enumerate(zip(pending, bases, strict=True)):
-            p = host[i, : w.bins]
-            if rc_average:  # the reverse complement's bins are reversed and its strands swapped
-                p = 0.5 * (p + host[n + i, : w.bins][::-1, ::-1])
-            p = np.array(p, dtype=np.float32)
+            p = np.array(host[i, : w.bins], dtype=np.float32)
             p[data.all_n_bins(w, seq)] = 0.0
             first = w.start // data.stride
             yield w.contig, keep_from, p[keep_from - first: keep_to - first]
             bar.update((keep_to - keep_from) * data.stride)
+
+
+def rc_averaged(probs: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:
+    """probs (>= 2n, T, 2): n windows, then their reverse complements (then padding rows, if any); bins (n,)
+    int64: each window's real bins (padding after them) -> (n, T, 2): the mean of a window's bins and its reverse
+    complement's bins mirrored (reversed, strands swapped). Bins past a window's real ones hold no meaning."""
+    n, t = bins.shape[0], probs.shape[1]
+    back = (bins[:, None] - 1 - torch.arange(t, device=probs.device)).clamp_min(0)  # (n, T): bin t of the RC
+    mirrored = torch.gather(probs[n:2 * n], 1, back[..., None].expand(-1, -1, probs.shape[2])).flip(-1)
+    return 0.5 * (probs[:n] + mirrored)
 
 
 def _finite(probs: np.ndarray) -> np.ndarray:
@@ -259,10 +306,10 @@ class Run:
 
 
 def load_run(run_dir: str | os.PathLike, device: str = "auto", *, batch_size: int | None = None,
-             distributed: bool = False, compile: bool = False) -> Run:
+             distributed: bool = False, compile: bool | None = False) -> Run:
     """The model of a run directory (best weights if training validated, else the last), in eval mode.
     ``distributed``: under torchrun, join its process group and share genome windows out over the ranks.
-    ``compile``: run the forward through torch.compile (see ``Predictor``)."""
+    ``compile``: run the blocks through torch.compile; None: for large genomes on CUDA (see ``Predictor``)."""
     config = ckpt.read_run_config(run_dir)
     dist = init_distributed(device) if distributed else Dist()
     dev = pick_device(device, dist.local_rank)

@@ -64,6 +64,40 @@ def test_runs_equal_the_bins_they_merge(data):
         assert all(a[3] != b[3] and a[2] == b[1] for a, b in zip(mine, mine[1:], strict=False))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_bedgraph_writer_stretches_join_their_runs(data):
+    """The writer's stretches (any size, cut anywhere by pieces and contig ends) give the runs of the bins: every
+    base once, the rounded bin value, neighbouring lines of a contig different in value."""
+    import io
+
+    from genolin.io.bedgraph import BedGraphWriter
+
+    stride = data.draw(st.integers(1, 5))
+    lengths = {f"c{i}": data.draw(st.integers(1, 60)) for i in range(data.draw(st.integers(1, 3)))}
+    fh = io.BytesIO()
+    want = {}
+    with BedGraphWriter(fh, "t", "0,0,0", batch_bins=data.draw(st.integers(1, 20)),
+                        in_flight=data.draw(st.integers(0, 3))) as w:
+        for contig, length in lengths.items():
+            bins = -(-length // stride)
+            values = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.123449, 0.12345, 1.0]),
+                                                 min_size=bins, max_size=bins)), dtype=np.float32)
+            want[contig] = np.repeat(np.round(values.astype(np.float64), 4), stride)[:length]
+            cuts = sorted(data.draw(st.sets(st.integers(1, max(bins - 1, 1)), max_size=4))) if bins > 1 else []
+            for a, b in zip([0, *cuts], [*cuts, bins], strict=True):
+                w.add(contig, a, values[a:b], stride, length)
+            w.flush()
+    lines = fh.getvalue().decode().splitlines()
+    assert lines[0].startswith("track type=bedGraph")
+    flat = [(c, int(a), int(b), float(v)) for c, a, b, v in (line.split("\t") for line in lines[1:])]
+    got = per_base(flat, lengths)
+    for contig in lengths:
+        np.testing.assert_array_equal(got[contig], want[contig])
+        mine = [r for r in flat if r[0] == contig]
+        assert all(a[3] != b[3] and a[2] == b[1] for a, b in zip(mine, mine[1:], strict=False))
+
+
 @pytest.fixture(scope="module")
 def two_contigs(tmp_path_factory):
     """A genome of two contigs (12 kb, and 7,001 bp with a run of 300 N) cut from the bundled E. coli genome."""
@@ -99,6 +133,24 @@ def test_bigwig_holds_the_bedgraph_values(tmp_path, two_contigs):
     assert not list(tmp_path.glob(".*tmp"))
 
 
+def test_bedgraph_formatted_by_a_process_pool_is_the_same_file(tmp_path, two_contigs, monkeypatch):
+    """predict on a machine with cores to spare formats lines in a process pool: the files equal the in-process
+    writer's, byte for byte (batches small enough that several are in flight)."""
+    import genolin.io.bedgraph as bedgraph
+
+    fasta, _ = two_contigs
+    assert bedgraph.format_workers(2) == 0 and bedgraph.format_workers(6) == 3 and bedgraph.format_workers(64) == 8
+    r = run("predict", "--model", V1_TRACK, "--fasta", fasta, "--out", tmp_path / "one")
+    assert r.exit_code == 0, r.output
+    monkeypatch.setattr(bedgraph, "format_workers", lambda: 2)
+    monkeypatch.setattr(bedgraph.BedGraphWriter.__init__, "__defaults__", (64, None, 2))
+    r = run("predict", "--model", V1_TRACK, "--fasta", fasta, "--out", tmp_path / "pool")
+    assert r.exit_code == 0, r.output
+    for suffix in ("plus.bedGraph", "minus.bedGraph", "peaks.bed"):
+        one, pool = ((tmp_path / f"{o}.{suffix}").read_text().splitlines() for o in ("one", "pool"))
+        assert one[1:] == pool[1:] and (len(one) > 1000 or suffix == "peaks.bed"), suffix
+
+
 def test_failed_bigwig_prediction_leaves_nothing(tmp_path):
     bad = tmp_path / "bad.fa"
     bad.write_text(">chrA\n" + "ACGT" * 3000 + "\n>chrB\nACGTXYZ!\n")
@@ -127,7 +179,8 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
     got = {c: np.full((-(-n // data.stride), 2), np.nan, np.float32) for c, n in lengths.items()}
     for contig, first, probs in run.predictor.region_probs(data, data.whole(), rc_average=True, progress=False):
         got[contig][first:first + len(probs)] = probs
-    model, task = run.model, run.task
+    eager = load_run(V1_TRACK, "cpu") if compiled else run  # compiling changes the run's blocks in place
+    model, task = eager.model, eager.task
     for (w, keep_from, keep_to) in [x for batch in run.predictor._plan(data, data.whole()) for x in batch]:
         with torch.no_grad():
             fwd = task.probabilities(model(torch.from_numpy(data.tokens(w)[None].astype(np.int64))))[0].numpy()
@@ -179,28 +232,32 @@ def test_bigwig_that_cannot_be_written_is_one_clear_error(tmp_path, two_contigs)
 
 
 def test_bedgraph_batches_and_value_table_change_no_byte():
-    """Runs written in batches (any batch size) and probabilities formatted from the cached table give the text of
-    formatting each run alone with {v:g}."""
+    """Runs written in batches (any batch size), formatted by a process pool (any number in flight) and
+    probabilities formatted from the cached table give the text of formatting each run alone with {v:g}."""
     import io
 
     import numpy as np
 
-    from genolin.io.bedgraph import BedGraphWriter
+    from genolin.io.bedgraph import BedGraphWriter, format_pool
 
     rng = np.random.default_rng(1)
     pieces = [("chrA", 0, rng.choice([0.0, 0.25, 1.0, 0.12345, 0.00004], 700)), ("chrA", 700, rng.random(333)),
               ("chrB", 0, rng.random(51))]
     texts = []
-    for batch in (1, 7, 1 << 16):
-        fh = io.StringIO()
-        w = BedGraphWriter(fh, "t", "0,0,0", batch_runs=batch)
-        for contig, first, vals in pieces:
-            length = (first + len(vals)) * 4 - 1 if contig == "chrA" and first else (len(vals) * 4 - 2)
-            w.add(contig, first, vals, 4, length)
-            if contig == "chrB" or first:
-                w.flush()
-        texts.append(fh.getvalue())
-    assert texts[0] == texts[1] == texts[2]
+    with format_pool(2) as pool:
+        assert pool is not None
+        for batch, in_flight, use_pool in ((1, 8, False), (7, 8, False), (1 << 16, 8, False), (7, 1, True),
+                                           (5, 3, True), (1 << 16, 8, True)):
+            fh = io.BytesIO()
+            with BedGraphWriter(fh, "t", "0,0,0", batch_bins=batch, pool=pool if use_pool else None,
+                                in_flight=in_flight) as w:
+                for contig, first, vals in pieces:
+                    length = (first + len(vals)) * 4 - 1 if contig == "chrA" and first else (len(vals) * 4 - 2)
+                    w.add(contig, first, vals, 4, length)
+                    if contig == "chrB" or first:
+                        w.flush()
+            texts.append(fh.getvalue().decode())
+    assert all(t == texts[0] for t in texts[1:])
     for line in texts[0].splitlines()[1:]:
         value = line.split("\t")[3]
         assert value == f"{float(value):g}" and float(value) == round(float(value), 4)

@@ -25,10 +25,10 @@ import click
               help="Track: called promoters on one strand are at least this many bp apart.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-@click.option("--compile/--no-compile", "compile_model", default=False,
-              help="Run the model through torch.compile. On an H200 the base model's forward alone ran 2x faster "
-                   "(7.3 -> 14.6 M tokens/s), but compiling took about 30 s, so a 30 Mbp genome predicted 6x "
-                   "slower end to end; only for genomes of several Gbp.")
+@click.option("--compile/--no-compile", "compile_model", default=None,
+              help="Run the model's blocks through torch.compile [default: on CUDA for genomes of >= 200 Mbp]. "
+                   "On an H200 (base model, RC averaging) the model pipeline ran 5.2 -> 9.4 Mbp/s; compiling "
+                   "takes about 10 s on a machine's first run, about 1 s once torch's cache holds it.")
 def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, contigs, min_distance, batch_size,
             device, compile_model) -> None:
     """Predict promoters with a trained model."""

@@ -4,12 +4,18 @@ Values arrive in genome order, one piece of bins at a time (``Runs.add``); they 
 neighbouring bins of equal value become one run ``(start, end, value)`` (0-based, half-open), also across pieces.
 bedGraph lines are ``contig<TAB>start<TAB>end<TAB>value`` under a ``track type=bedGraph`` header that IGV and the
 UCSC browser read.
+
+Formatting the lines is the costly part (about 0.1-0.3 us per line: 100 M lines for 100 Mbp at stride 2 and two
+strands). Given a process pool (``format_pool``), a writer formats its batches there, several at once, and writes
+the results in order, so a GPU's output is not held back by one core's formatting.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
-import itertools
+import os
+from concurrent.futures import Executor
 
 import numpy as np
 
@@ -52,37 +58,129 @@ class Runs:
         return [] if r is None else [(r[0], np.array([r[1]], np.int64), np.array([r[2]], np.int64), np.array([r[3]]))]
 
 
-class BedGraphWriter:
-    """One strand's bedGraph: pieces of bins in genome order (contig by contig), runs merged (``Runs``). Complete
-    runs wait until there are ``batch_runs`` of them (or the contig ends) and are formatted together: one window's
-    piece holds too few lines for the vectorised formatting to pay for its fixed cost."""
+Run = tuple[str, int, int, float]  # contig, start, end, value
 
-    def __init__(self, fh, name: str, color: str, batch_runs: int = 1 << 16):
-        self.fh, self.runs, self.batch_runs = fh, Runs(), batch_runs
-        self.pending: list[Chunk] = []
-        self.n_pending = 0
+
+def format_bins(contig: str, first_bin: int, values: np.ndarray, stride: int, length: int
+                ) -> tuple[Run, bytes, Run, int]:
+    """A stretch of bins -> (its first run, the lines of the runs between, its last run, number of runs): the
+    first and last run may continue into the stretches before and after (``BedGraphWriter`` joins them)."""
+    runs = Runs()
+    (_, starts, ends, vals), = _joined(runs.add(contig, first_bin, values, stride, length) + runs.flush())
+    first = (contig, int(starts[0]), int(ends[0]), float(vals[0]))
+    last = (contig, int(starts[-1]), int(ends[-1]), float(vals[-1]))
+    return first, bedgraph_lines(contig, starts[1:-1], ends[1:-1], vals[1:-1]), last, len(starts)
+
+
+def _joined(chunks: list[Chunk]) -> list[Chunk]:
+    """Chunks of one contig as one."""
+    return [(chunks[0][0], *(np.concatenate([c[i] for c in chunks]) for i in (1, 2, 3)))]
+
+
+class BedGraphWriter:
+    """One strand's bedGraph, written to a binary file: pieces of bins in genome order (contig by contig). Pieces
+    are gathered into stretches of ``batch_bins`` bins (a window's piece holds too few lines for the vectorised
+    formatting to pay for its fixed cost); each stretch becomes runs and lines (``format_bins``), in ``pool`` when
+    given (at most ``in_flight`` stretches at once), and the runs that meet at a stretch's ends are joined here, in
+    order. Use as a context manager: leaving the block cleanly writes everything (on an error it is dropped)."""
+
+    def __init__(self, fh, name: str, color: str, batch_bins: int = 1 << 16, pool: Executor | None = None,
+                 in_flight: int = 8):
+        self.fh, self.batch_bins, self.pool, self.in_flight = fh, batch_bins, pool, in_flight
+        self.stretch: list = []  # [contig, first_bin, stride, length, [values, ...], bins]
+        self.formatting: collections.deque = collections.deque()  # format_bins results (or futures), in order
+        self.open: Run | None = None  # the last run written to the queue's end, which may continue
         fh.write(f'track type=bedGraph name="{name}" color={color} visibility=full autoScale=off '
-                 f"viewLimits=0:1\n")
+                 f"viewLimits=0:1\n".encode())
+
+    def __enter__(self) -> BedGraphWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            for f in self.formatting:
+                if hasattr(f, "cancel"):
+                    f.cancel()
 
     def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> None:
-        self._queue(self.runs.add(contig, first_bin, values, stride, length))
-        if self.n_pending >= self.batch_runs:
-            self._write()
+        """Bins ``first_bin``.. of ``contig`` (``stride`` bp each; the last one ends at ``length``)."""
+        if not len(values):
+            return
+        st = self.stretch
+        if st and (st[0] != contig or st[1] + st[5] != first_bin or st[2] != stride or st[3] != length):
+            self._dispatch()  # not a continuation of the stretch: it ends here
+            st = self.stretch
+        if not st:
+            self.stretch = st = [contig, first_bin, stride, length, [], 0]
+        st[4].append(np.asarray(values, dtype=np.float32))
+        st[5] += len(values)
+        if st[5] >= self.batch_bins:
+            self._dispatch()
 
     def flush(self) -> None:
-        """Close the open run (a contig ends) and write everything queued."""
-        self._queue(self.runs.flush())
-        self._write()
+        """A contig ends: its last stretch goes to formatting (written by ``close`` at the latest)."""
+        self._dispatch()
 
-    def _queue(self, chunks: list[Chunk]) -> None:
-        self.pending += chunks
-        self.n_pending += sum(len(c[1]) for c in chunks)
+    def close(self) -> None:
+        """Write everything still gathered or being formatted, and the last run."""
+        self._dispatch()
+        self._drain(0)
+        self._emit(self.open)
+        self.open = None
 
-    def _write(self) -> None:
-        for contig, group in itertools.groupby(self.pending, key=lambda c: c[0]):
-            parts = list(group)
-            self.fh.write(bedgraph_lines(contig, *(np.concatenate([c[i] for c in parts]) for i in (1, 2, 3))))
-        self.pending, self.n_pending = [], 0
+    def _dispatch(self) -> None:
+        if not self.stretch:
+            return
+        contig, first_bin, stride, length, parts, _ = self.stretch
+        self.stretch = []
+        args = (contig, first_bin, np.concatenate(parts) if len(parts) > 1 else parts[0], stride, length)
+        self.formatting.append(format_bins(*args) if self.pool is None else self.pool.submit(format_bins, *args))
+        self._drain(self.in_flight)
+
+    def _drain(self, keep: int) -> None:
+        """Write finished results in order until at most ``keep`` are pending (and none at the front is done)."""
+        q = self.formatting
+        while q and (len(q) > keep or not hasattr(q[0], "result") or q[0].done()):
+            item = q.popleft()
+            first, lines, last, n = item.result() if hasattr(item, "result") else item
+            o = self.open
+            if o is not None and o[0] == first[0] and o[2] == first[1] and o[3] == first[3]:
+                first = (o[0], o[1], first[2], o[3])  # the open run continues
+            else:
+                self._emit(o)
+            if n == 1:
+                self.open = first
+            else:
+                self._emit(first)
+                self.fh.write(lines)
+                self.open = last
+
+    def _emit(self, run: Run | None) -> None:
+        if run is not None:
+            self.fh.write(bedgraph_lines(run[0], np.array([run[1]]), np.array([run[2]]), np.array([run[3]])))
+
+
+def format_workers(cpus: int | None = None) -> int:
+    """Processes for formatting lines beside the model: none on small machines (the model takes the cores there),
+    else up to 8, leaving 3 cores to the model's process and the writers."""
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 0 if cpus < 6 else min(8, cpus - 3)
+
+
+def format_pool(workers: int | None = None):
+    """A context manager giving a process pool for ``BedGraphWriter`` (spawned: no fork of a process that holds
+    CUDA or threads), or None when ``format_workers`` says none."""
+    import contextlib
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = format_workers() if workers is None else workers
+    if workers < 1:
+        return contextlib.nullcontext(None)
+    return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
 
 
 def _digits(a: np.ndarray, width: int) -> np.ndarray:
@@ -113,11 +211,11 @@ def _probability_text() -> np.ndarray:
     return _text_matrix(np.arange(10**DECIMALS + 1) / 10**DECIMALS)
 
 
-def bedgraph_lines(contig: str, starts: np.ndarray, ends: np.ndarray, vals: np.ndarray) -> str:
+def bedgraph_lines(contig: str, starts: np.ndarray, ends: np.ndarray, vals: np.ndarray) -> bytes:
     """``contig<TAB>start<TAB>end<TAB>value`` lines (values as ``{v:g}``), built as one byte matrix: a run of
     a million lines in about a tenth of the time of formatting them one by one."""
     if not len(starts):
-        return ""
+        return b""
     width = len(str(int(max(ends.max(), starts.max(), 0))))
     scaled = np.rint(vals * 10**DECIMALS)
     if scaled.min() >= 0 and scaled.max() <= 10**DECIMALS and np.array_equal(scaled / 10**DECIMALS, vals):
@@ -131,7 +229,7 @@ def bedgraph_lines(contig: str, starts: np.ndarray, ends: np.ndarray, vals: np.n
     rows = np.concatenate([head, _digits(np.asarray(starts, np.int64), width), tab,
                            _digits(np.asarray(ends, np.int64), width), tab, value_bytes[inverse.reshape(-1)],
                            np.full((n, 1), ord("\n"), np.uint8)], axis=1).ravel()
-    return rows[rows != 0].tobytes().decode()
+    return rows[rows != 0].tobytes()
 
 
-__all__ = ["DECIMALS", "BedGraphWriter", "Runs", "bedgraph_lines"]
+__all__ = ["DECIMALS", "BedGraphWriter", "Runs", "bedgraph_lines", "format_bins", "format_pool", "format_workers"]

@@ -543,7 +543,7 @@ class TrackTask(Task):
         import contextlib
 
         from genolin.io.atomic import atomic_open
-        from genolin.io.bedgraph import BedGraphWriter
+        from genolin.io.bedgraph import BedGraphWriter, format_pool
         from genolin.io.bigwig import BackgroundBigWigWriter
 
         if inputs.csv or not inputs.fasta:
@@ -575,8 +575,10 @@ class TrackTask(Task):
         with contextlib.ExitStack() as stack:
             if options.track_format == "bigwig":
                 writers = [stack.enter_context(BackgroundBigWigWriter(p, data.lengths)) for p in paths]
-            else:
-                writers = [BedGraphWriter(stack.enter_context(atomic_open(p)), f"{name} {sign} strand", color)
+            else:  # lines formatted by a process pool on machines with cores to spare (format_workers)
+                pool = stack.enter_context(format_pool())
+                writers = [stack.enter_context(BedGraphWriter(stack.enter_context(atomic_open(p, "wb")),
+                                                              f"{name} {sign} strand", color, pool=pool))
                            for p, sign, color in zip(paths, "+-", ("200,30,30", "30,30,200"), strict=True)]
             fb = stack.enter_context(atomic_open(prefix + ".peaks.bed"))
             fb.write(f'track name="{name} promoters" description="genolin calls, threshold {options.threshold}" '
