@@ -15,6 +15,8 @@ from __future__ import annotations
 import collections
 import functools
 import os
+import queue
+import threading
 from concurrent.futures import Executor
 
 import numpy as np
@@ -90,6 +92,9 @@ class BedGraphWriter:
         self.stretch: list = []  # [contig, first_bin, stride, length, [values, ...], bins]
         self.formatting: collections.deque = collections.deque()  # format_bins results (or futures), in order
         self.open: Run | None = None  # the last run written to the queue's end, which may continue
+        self._out: queue.Queue = queue.Queue(16)  # bytes for the writing thread (with a pool)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
         fh.write(f'track type=bedGraph name="{name}" color={color} visibility=full autoScale=off '
                  f"viewLimits=0:1\n".encode())
 
@@ -99,10 +104,14 @@ class BedGraphWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.close()
-        else:
-            for f in self.formatting:
-                if hasattr(f, "cancel"):
-                    f.cancel()
+            return
+        for f in self.formatting:
+            if hasattr(f, "cancel"):
+                f.cancel()
+        try:
+            self._stop_thread()
+        except BaseException:  # noqa: BLE001 -- already failing: keep the first error
+            pass
 
     def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> None:
         """Bins ``first_bin``.. of ``contig`` (``stride`` bp each; the last one ends at ``length``)."""
@@ -129,6 +138,7 @@ class BedGraphWriter:
         self._drain(0)
         self._emit(self.open)
         self.open = None
+        self._stop_thread()
 
     def _dispatch(self) -> None:
         if not self.stretch:
@@ -154,12 +164,47 @@ class BedGraphWriter:
                 self.open = first
             else:
                 self._emit(first)
-                self.fh.write(lines)
+                self._write(lines)
                 self.open = last
 
     def _emit(self, run: Run | None) -> None:
-        if run is not None:
-            self.fh.write(bedgraph_lines(run[0], np.array([run[1]]), np.array([run[2]]), np.array([run[3]])))
+        if run is not None:  # the text bedgraph_lines gives (values as {v:g})
+            self._write(f"{run[0]}\t{run[1]}\t{run[2]}\t{run[3]:g}\n".encode())
+
+    def _write(self, text: bytes) -> None:
+        """To the file; with a pool through a thread of its own (a file write releases the GIL, so this process
+        goes on joining runs while the bytes go out)."""
+        if self.pool is None:
+            self.fh.write(text)
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._writing, daemon=True)
+            self._thread.start()
+        while True:
+            if self._error is not None:
+                raise self._error
+            try:
+                self._out.put(text, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    def _writing(self) -> None:
+        try:
+            while (text := self._out.get()) is not None:
+                self.fh.write(text)
+        except BaseException as exc:  # noqa: BLE001 -- raised in the writer's own thread by the next _write/close
+            self._error = exc
+            while self._out.get() is not None:  # keep taking, so the other side never blocks
+                pass
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None:
+            self._out.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
 
 
 def format_workers(cpus: int | None = None) -> int:
