@@ -79,8 +79,10 @@ class Predictor:
     @torch.no_grad()
     def outputs(self, ids: torch.Tensor, mask: torch.Tensor):
         """The model's EncoderOutput for a batch, on the device (bf16 autocast on CUDA when the run trained so)."""
+        padding = not bool(mask.all())  # on the host: the GPU's queue goes on
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
-            return self.model(ids.to(self.device, non_blocking=True), mask.to(self.device, non_blocking=True))
+            return self.model(ids.to(self.device, non_blocking=True), mask.to(self.device, non_blocking=True),
+                              padding=padding)
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Probabilities on the device, float32."""
@@ -90,7 +92,10 @@ class Predictor:
         """(B, T, 2) probabilities of a batch of windows; with ``bins`` (the windows' real bins) the batch holds
         the windows and then their reverse complements, averaged here on the device (half the copy back)."""
         probs = self._forward(ids, mask)
-        return probs if bins is None else rc_averaged(probs, torch.tensor(bins, device=probs.device))
+        if bins is None:
+            return probs
+        bins = torch.tensor(bins, pin_memory=probs.is_cuda)  # a pageable copy would wait for the forward
+        return rc_averaged(probs, bins.to(probs.device, non_blocking=True))
 
     def _probs(self, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
         return _finite(self._forward(ids, mask).cpu().numpy())
@@ -259,7 +264,8 @@ class Predictor:
         _finite(host)
         for i, ((w, keep_from, keep_to), seq) in enumerate(zip(pending, bases, strict=True)):
             p = np.array(host[i, : w.bins], dtype=np.float32)
-            p[data.all_n_bins(w, seq)] = 0.0
+            if b"N" in seq:  # (a C search; most windows hold none)
+                p[data.all_n_bins(w, seq)] = 0.0
             first = w.start // data.stride
             yield w.contig, keep_from, p[keep_from - first: keep_to - first]
             bar.update((keep_to - keep_from) * data.stride)

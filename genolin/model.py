@@ -521,14 +521,15 @@ class Encoder(nn.Module):
         return self
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None,
-               x: torch.Tensor | None = None):
+               x: torch.Tensor | None = None, padding: bool | None = None):
         """ids (B, N) -> hidden (B, N, d). ``stream``: None = automatically when gradients are off and N > chunk.
         ``x`` (B, N, d): token embeddings to use instead of ``embed(ids)`` (attributions differentiate through
-        them: ``genolin.explain``)."""
+        them: ``genolin.explain``). ``padding``: whether ``mask`` has padding, when the caller knows (None: look,
+        which waits for the GPU's queue to drain)."""
         cfg = self.cfg
         if mask is None:
             mask = ids != cfg.pad_id
-        mask_or_none = _without_padding(mask)
+        mask_or_none = _without_padding(mask) if padding is None else (mask if padding else None)
         x = self.embed(ids) if x is None else x
         if cfg.positions == "sinusoidal":
             x = x + sinusoids(ids.shape[1], cfg.d_model, x.device, x.dtype) * mask.unsqueeze(-1)
@@ -565,11 +566,12 @@ class Encoder(nn.Module):
         return (weights * hidden).sum(1)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None,
-                x: torch.Tensor | None = None, profile: torch.Tensor | None = None):
-        """``x``, ``profile``: token embeddings and k-mer profile given instead of computed from ``ids``."""
+                x: torch.Tensor | None = None, profile: torch.Tensor | None = None, padding: bool | None = None):
+        """``x``, ``profile``: token embeddings and k-mer profile given instead of computed from ``ids``;
+        ``padding``: see ``encode``."""
         if mask is None:
             mask = ids != self.cfg.pad_id
-        hidden = self.encode(ids, mask, stream=stream, x=x)
+        hidden = self.encode(ids, mask, stream=stream, x=x, padding=padding)
         logits = self.classifier(self.pool(hidden, mask)) if self.classifier is not None else None
         if self.kmer_linear is not None:
             profile = kmer_profile(ids, self.cfg.kmer_logits) if profile is None else profile
