@@ -382,9 +382,11 @@ class PeakCaller:
         if hi > lo:
             cand = np.flatnonzero(buf[lo:hi] >= self.threshold) + lo  # positions in buf
             if len(cand) and d:
+                from scipy.ndimage import maximum_filter1d  # O(n) running maxima, however many candidates
+
                 padded = np.concatenate([np.full(d, -np.inf), buf, np.full(d, -np.inf)])  # padded[j] = buf[j - d]
-                win = np.lib.stride_tricks.sliding_window_view(padded, d)  # win[j] = padded[j : j + d]
-                left, right = win[cand].max(axis=1), win[cand + d + 1].max(axis=1)  # buf[i-d:i], buf[i+1:i+d+1]
+                ahead = maximum_filter1d(padded, d, mode="nearest", origin=-(d // 2))  # max of padded[j : j + d]
+                left, right = ahead[cand], ahead[cand + d + 1]  # max of buf[i-d:i], of buf[i+1:i+d+1]
                 cand = cand[(buf[cand] > left) & (buf[cand] >= right)]
             peaks = [(self.offset + i, float(buf[i])) for i in cand.tolist()]
         self.decided = max(self.decided, decide_to)
