@@ -270,3 +270,25 @@ def test_gated_mlp_cpu_halves_equal_the_one_product():
     x = torch.randn(3, 37, 24, dtype=torch.float64)
     gate, value = mlp.up(x).chunk(2, dim=-1)
     assert torch.allclose(mlp(x), mlp.down(torch.nn.functional.silu(gate) * value), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kernel", [1, 4, 7])
+def test_short_conv_as_shifted_products_equals_the_convolution(causal, kernel):
+    """The sum over taps that torch.compile fuses (ShortConv._shifted) against nn.Conv1d, float64, odd sizes,
+    forward and backward."""
+    from genolin.model import ShortConv
+
+    torch.manual_seed(kernel)
+    conv = ShortConv(13, kernel, causal).double()
+    torch.nn.init.normal_(conv.conv.bias)
+    x = torch.randn(3, 37, 13, dtype=torch.float64, requires_grad=True)
+    params = (x, conv.conv.weight, conv.conv.bias)
+    want = conv(x)
+    grads_want = torch.autograd.grad(want.pow(2).sum(), params)
+    got = conv._shifted(x)
+    grads = torch.autograd.grad(got.pow(2).sum(), params)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    for g, g_want in zip(grads, grads_want, strict=True):
+        torch.testing.assert_close(g, g_want, rtol=1e-12, atol=1e-12)

@@ -6,8 +6,8 @@ bedGraph lines are ``contig<TAB>start<TAB>end<TAB>value`` under a ``track type=b
 UCSC browser read.
 
 Formatting the lines is the costly part (about 0.1-0.3 us per line: 100 M lines for 100 Mbp at stride 2 and two
-strands). Given a process pool (``format_pool``), a writer formats its batches there, several at once, and writes
-the results in order, so a GPU's output is not held back by one core's formatting.
+strands). Given a process pool (``format_pool``), a writer formats stretches of bins there, several at once, and
+writes the results in order, so a GPU's output is not held back by one core's formatting.
 """
 
 from __future__ import annotations
@@ -68,15 +68,11 @@ def format_bins(contig: str, first_bin: int, values: np.ndarray, stride: int, le
     """A stretch of bins -> (its first run, the lines of the runs between, its last run, number of runs): the
     first and last run may continue into the stretches before and after (``BedGraphWriter`` joins them)."""
     runs = Runs()
-    (_, starts, ends, vals), = _joined(runs.add(contig, first_bin, values, stride, length) + runs.flush())
+    chunks = runs.add(contig, first_bin, values, stride, length) + runs.flush()  # one contig's runs, in order
+    starts, ends, vals = (np.concatenate([c[i] for c in chunks]) for i in (1, 2, 3))
     first = (contig, int(starts[0]), int(ends[0]), float(vals[0]))
     last = (contig, int(starts[-1]), int(ends[-1]), float(vals[-1]))
     return first, bedgraph_lines(contig, starts[1:-1], ends[1:-1], vals[1:-1]), last, len(starts)
-
-
-def _joined(chunks: list[Chunk]) -> list[Chunk]:
-    """Chunks of one contig as one."""
-    return [(chunks[0][0], *(np.concatenate([c[i] for c in chunks]) for i in (1, 2, 3)))]
 
 
 class BedGraphWriter:
