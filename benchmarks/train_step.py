@@ -66,11 +66,13 @@ def measure(args, n: int, mode: str, backend: str) -> dict:
                         n_classes=0, track_channels=2, checkpointing=mode == "block", checkpoint_mlp=mode == "mlp",
                         chunk_tokens=args.chunk)
     model = Encoder(cfg).to(dev).train()
+    if args.compile:
+        model.compile_blocks()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
     ids = torch.randint(5, cfg.vocab_size, (1, n), device=dev)
     amp = dev.type == "cuda"
     step = step_fn(model, opt, ids, amp)
-    row = {"n": n, "mode": mode, "backend": backend}
+    row = {"n": n, "mode": mode, "backend": backend, "compiled": args.compile}
     try:
         for _ in range(args.warmup):
             step()
@@ -109,11 +111,19 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--chunk", type=int, default=16384, help="chunk_tokens of the attention op")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the blocks (Encoder.compile_blocks)")
+    ap.add_argument("--memory-budget", type=float, default=None,
+                    help="with --compile: torch._functorch.config.activation_memory_budget (1: keep what the "
+                         "partitioner keeps by default; lower: recompute more inside compiled graphs)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="benchmarks/results/train_step", help="output prefix")
     args = ap.parse_args()
 
+    if args.memory_budget is not None:
+        import torch._functorch.config as functorch_config
+
+        functorch_config.activation_memory_budget = args.memory_budget
     rows = []
     backends = ["auto"] + (["reference"] if args.reference else [])
     for n in args.n:
@@ -122,7 +132,7 @@ def main() -> None:
                 row = measure(args, n, mode, backend)
                 rows.append(row)
                 mem = row.get("peak_gib", row.get("kept_gib"))
-                print(f"N {n:>9,}  {backend:9s} {mode:5s}  " + (row.get("error") or
+                print(f"N {n:>9,}  {backend:9s} {mode:5s} {'compiled' if args.compile else 'eager'}  " + (row.get("error") or
                       f"{row['ms']:9.1f} ms  {mem:7.2f} GiB"), flush=True)
     meta = {"benchmark": "train_step", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
@@ -139,11 +149,12 @@ def main() -> None:
              f"{args.layers} layers, {args.heads} heads, {args.mixer}, batch 1, "
              f"{'bf16 autocast' if args.device == 'cuda' else 'float32'}, AdamW; median of {args.repeats} steps", "",
              "`python benchmarks/train_step.py " + " ".join(sys.argv[1:]) + "`", "",
-             "| N | attention | recompute | step ms | " + mem_name + " |", "|---:|---|---|---:|---:|"]
+             "| N | attention | recompute | blocks | step ms | " + mem_name + " |", "|---:|---|---|---|---:|---:|"]
     for r in rows:
         mem = r.get("peak_gib", r.get("kept_gib"))
         cells = (r["error"], "") if "error" in r else (f"{r['ms']:.1f}", f"{mem:.2f}")
-        lines.append(f"| {r['n']:,} | {r['backend']} | {r['mode']} | {cells[0]} | {cells[1]} |")
+        blocks = "compiled" if r.get("compiled") else "eager"
+        lines.append(f"| {r['n']:,} | {r['backend']} | {r['mode']} | {blocks} | {cells[0]} | {cells[1]} |")
     prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -401,6 +401,7 @@ class Mixer(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: EncoderConfig, layer: int):
         super().__init__()
+        self.checkpointing = cfg.checkpointing
         self.checkpoint_mlp = cfg.checkpoint_mlp and not cfg.checkpointing  # inside a whole-block recompute: no use
         self.norm1 = nn.RMSNorm(cfg.d_model)
         self.conv = ShortConv(cfg.d_model, cfg.conv_kernel, cfg.causal)
@@ -409,6 +410,13 @@ class Block(nn.Module):
         self.mlp = GatedMLP(cfg.d_model, cfg.mlp_ratio, cfg.dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        # the recompute sits inside forward, so a compiled block (Encoder.compile_blocks) traces it: the compiler
+        # then keeps only the block's input and recomputes the rest fused into the backward pass
+        if self.checkpointing and self.training and torch.is_grad_enabled():
+            return checkpoint(self._forward, x, mask, use_reentrant=False)
+        return self._forward(x, mask)
+
+    def _forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         h = self.norm1(x)
         if mask is not None:
             h = h * mask.unsqueeze(-1).to(h.dtype)  # padding must not reach real tokens through the convolution
@@ -512,12 +520,14 @@ class Encoder(nn.Module):
             nn.init.zeros_(self.kmer_linear.weight)  # starts as the plain model
             nn.init.zeros_(self.kmer_linear.bias)
 
-    def compile_blocks(self) -> Encoder:
+    def compile_blocks(self, **options) -> Encoder:
         """torch.compile each block in place (regional compilation: the blocks share their code, so one graph,
         compiled once, serves every layer; two with padding and without); returns self. Embedding, head and the
-        padding check stay eager."""
+        padding check stay eager. ``options`` go to torch.compile (e.g. ``backend="aot_eager"`` in tests). In
+        training the compiled graphs fuse norm, convolution and MLP forward and backward, and with
+        ``checkpointing`` recompute the block inside its backward graph."""
         for block in self.blocks:
-            block.compile(dynamic=False)
+            block.compile(dynamic=False, **options)
         return self
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None,
@@ -544,10 +554,7 @@ class Encoder(nn.Module):
                 block.stream_(x, mask_or_none, cfg.chunk_tokens)
             return self._final_norm_streaming(x)
         for block in self.blocks:
-            if cfg.checkpointing and self.training:
-                x = checkpoint(block, x, mask_or_none, use_reentrant=False)
-            else:
-                x = block(x, mask_or_none)
+            x = block(x, mask_or_none)
         return self.norm(x)
 
     @torch.no_grad()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -181,6 +183,39 @@ def test_checkpointing_gives_the_same_gradients_with_less_kept(mixer):
     for mode in ("mlp", "block"):
         assert torch.allclose(grads[mode], grads["none"], rtol=1e-9, atol=1e-11), mode
     assert kept["block"] < kept["mlp"] < 0.75 * kept["none"], kept
+
+
+NO_COMPILER = not (shutil.which("c++") or shutil.which("g++"))  # torch.compile's inductor on a CPU builds C++
+
+
+@pytest.mark.parametrize(("mode", "backend"), [("none", "aot_eager"), ("mlp", "aot_eager"), ("block", "aot_eager"),
+                                               pytest.param("block", "inductor", marks=[pytest.mark.slow, pytest.mark.skipif(
+                                                   NO_COMPILER, reason="torch.compile on a CPU needs a C++ compiler")])])
+def test_compiled_blocks_train_to_the_same_gradients(mode, backend):
+    """Training through compiled blocks (Encoder.compile_blocks: the recompute traced inside the compiled graph,
+    the attention kernels as custom ops) against eager blocks: equal outputs and gradients, padding in the batch,
+    odd length; one graph per block kind (no graph break)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    ids = token_batch(n=45)
+    dtype = torch.float64 if backend == "aot_eager" else torch.float32
+    cfg = small("hybrid", checkpointing=mode == "block", checkpoint_mlp=mode == "mlp")
+    results = []
+    torch._dynamo.reset()
+    counters.clear()
+    for compiled in (False, True):
+        m = model(cfg).to(dtype).train()
+        if compiled:
+            m.compile_blocks(backend=backend, fullgraph=True)
+        out = m(ids)
+        (out.logits.sum() + (out.track ** 2).sum()).backward()
+        results.append((out.track, torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])))
+    assert not counters["graph_break"]
+    tol = 1e-9 if dtype == torch.float64 else 1e-4
+    for eager, compiled in zip(*results, strict=True):
+        assert torch.isfinite(compiled).all()
+        assert ((compiled - eager).norm() / eager.norm()).item() <= tol
 
 
 def test_config_checks_and_round_trip():

@@ -102,3 +102,44 @@ def test_relu_gradient_at_exact_zeros_follows_the_reference():
     q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
     naive_linear_attention(q64, k64, v64, feature_map="relu").sum().backward()
     assert rel(qd.grad.cpu(), q64.grad) < 1e-4 and rel(kd.grad.cpu(), k64.grad) < 1e-4
+
+
+def test_the_kernels_are_a_well_formed_custom_op():
+    """torch.library.opcheck: schema, fake (shape-only) implementation, autograd registration and the dispatcher
+    agree with the real kernels (what torch.compile and selective checkpointing rely on)."""
+    from genolin.ops.linear_attn_triton import _linear_attention_fwd
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 37, 2, 16, generator=g, device="cpu").to(DEVICE).requires_grad_() for _ in range(3))
+    mask = torch.ones(2, 37, dtype=torch.bool, device=DEVICE)
+    mask[1, 30:] = False
+    for m, fm, w in ((mask, "elu", None), (None, "favor", favor_projection(24, 16, seed=1).to(DEVICE))):
+        torch.library.opcheck(_linear_attention_fwd, (q, k, v, m, w, fm, 1e-6),
+                              test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+
+
+def test_compiled_function_calls_the_kernels_as_one_op():
+    """A torch.compile'd function around the Triton backend: forward and gradients equal eager's, no graph break
+    (the kernels are a custom op the compiler does not trace into)."""
+    import torch._dynamo
+
+    from torch._dynamo.utils import counters
+
+    def f(q, k, v, mask):
+        return (linear_attention(q.sin(), k, v, key_padding_mask=mask, backend="triton") * 2).sum()
+
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 45, 2, 16, generator=g).to(DEVICE) for _ in range(3))
+    mask = torch.ones(1, 45, dtype=torch.bool, device=DEVICE)
+    mask[0, 40:] = False
+    grads = []
+    torch._dynamo.reset()
+    counters.clear()
+    for fn in (f, torch.compile(f, backend="aot_eager", fullgraph=True)):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        fn(*leaves, mask).backward()
+        grads.append([x.grad for x in leaves])
+    assert not counters["graph_break"]
+    for eager, compiled in zip(*grads, strict=True):
+        assert torch.isfinite(compiled).all()
+        assert rel(compiled.cpu(), eager.cpu()) <= 1e-6

@@ -518,71 +518,124 @@ def _reduce(part: torch.Tensor, mp: torch.Tensor | None):
     return out, mk
 
 
-class _TritonLinearAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, mask, projection, feature_map: str, eps: float):
-        b, n, h, d = q.shape
-        e = v.shape[-1]
-        favor = feature_map == "favor"
-        m = projection.shape[0] if favor else d
-        fwd_cfg, bwd_cfg = (_config(d, e, m, backward=bwd, itemsize=q.element_size()) for bwd in (False, True))
-        bm, be = fwd_cfg["BLOCK_M"], fwd_cfg["BLOCK_E"]
-        # one split for both directions: L a multiple of either direction's tokens per step
-        p, length = _split(n, b * h, max(fwd_cfg["BLOCK_N"], bwd_cfg["BLOCK_N"]), q.device)
-        # FAVOR+: W D^-1/4 once here, so the kernels multiply the inputs as loaded (exact in bf16)
-        w = (projection.float() * d ** -0.25).contiguous() if favor else q.new_empty(1, dtype=torch.float32)
-        mask_t = mask.to(torch.uint8).contiguous() if mask is not None else q.new_empty(1, dtype=torch.uint8)
-        # bf16 inputs on CUDA: bf16 dot operands (states as hi + lo); not under the interpreter (no bf16 dots)
-        lowp = q.is_cuda and q.dtype == torch.bfloat16 and os.environ.get("GENOLIN_TRITON_LOWP", "1") != "0"
-        common = dict(FMAP=FMAPS[feature_map], PRECISION=_precision(q.dtype), LOWP=lowp, FAST=q.is_cuda)
-        scales = (d ** -0.25, -0.5 * math.log2(m))  # D_SCALE = D^-1/4, LOG2_C = log2(1 / sqrt(M))
-        # z of the state kernel on the tensor cores with 4 warps only: with 8 warps the same code was seen to fault
-        # on the H200 (Triton 3.6)
-        zdot = fwd_cfg["num_warps"] == 4 and os.environ.get("GENOLIN_TRITON_ZDOT", "1") != "0"
-        szp = _alloc((p, b * h, bm * (be + 1)), q, torch.float32)
-        mp = _alloc((p, b * h), q, torch.float32)
-        _state_kernel[(p, b * h)](
-            k, v, mask_t, w, szp, mp, n, length, h, d, e, m,
-            k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-            mask_t.stride(0) if mask is not None else 0, *scales, HAS_MASK=mask is not None, ZDOT=zdot, **common,
-            **fwd_cfg)
-        sz, m_k = _reduce(szp, mp if favor else None)
-        o = _alloc((b, n, h, e), v)
-        _output_kernel[(p, b * h)](
-            q, w, sz, m_k, o, n, length, h, d, e, m,
-            q.stride(0), q.stride(1), q.stride(2), o.stride(0), o.stride(1), o.stride(2),
-            *scales, eps, **common, **fwd_cfg)
-        ctx.save_for_backward(q, k, v, mask_t, w, sz, m_k)
-        ctx.meta = (feature_map, eps, mask is not None, p, length, bwd_cfg, common, scales)
-        return o
+def _plan(q: torch.Tensor, v: torch.Tensor, projection: torch.Tensor | None, feature_map: str):
+    """Tiles and split of one call: (forward config, backward config, P, L, M); the same in forward, backward and
+    the fake (shape-only) implementation."""
+    b, n, h, d = q.shape
+    m = projection.shape[0] if feature_map == "favor" else d
+    fwd_cfg, bwd_cfg = (_config(d, v.shape[-1], m, backward=bwd, itemsize=q.element_size()) for bwd in (False, True))
+    # one split for both directions: L a multiple of either direction's tokens per step
+    p, length = _split(n, b * h, max(fwd_cfg["BLOCK_N"], bwd_cfg["BLOCK_N"]), q.device)
+    return fwd_cfg, bwd_cfg, p, length, m
 
-    @staticmethod
-    def backward(ctx, do):
-        q, k, v, mask_t, w, sz, m_k = ctx.saved_tensors
-        feature_map, eps, has_mask, p, length, cfg, common, scales = ctx.meta
-        b, n, h, d = q.shape
-        e = v.shape[-1]
-        m = w.shape[0] if feature_map == "favor" else d
-        bm, be = cfg["BLOCK_M"], cfg["BLOCK_E"]
-        do = do.contiguous() if do.stride(-1) != 1 else do
-        dq, dk, dv = _alloc(q.shape, q), _alloc(k.shape, k), _alloc(v.shape, v)
-        dszp = _alloc((p, b * h, bm * (be + 1)), q, torch.float32)
-        _query_grad_kernel[(p, b * h)](
-            q, do, w, sz, m_k, dq, dszp, n, length, h, d, e, m,
-            q.stride(0), q.stride(1), q.stride(2), do.stride(0), do.stride(1), do.stride(2),
-            dq.stride(0), dq.stride(1), dq.stride(2), *scales, eps, **common, **cfg)
-        dsz, _ = _reduce(dszp, None)
-        _key_grad_kernel[(p, b * h)](
-            k, v, mask_t, w, dsz, m_k, dk, dv, n, length, h, d, e, m,
-            k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-            mask_t.stride(0) if has_mask else 0,
-            dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
-            *scales, HAS_MASK=has_mask, **common, **cfg)
-        return dq, dk, dv, None, None, None, None
+
+def _launch_args(q, mask, projection, feature_map):
+    """The kernels' shared inputs: W (FAVOR+ projection times D^-1/4, so the kernels multiply the inputs as loaded,
+    exact in bf16), the mask as uint8, the constexpr flags and the (D_SCALE, LOG2_C) scalars."""
+    d = q.shape[-1]
+    favor = feature_map == "favor"
+    m = projection.shape[0] if favor else d
+    w = (projection.float() * d ** -0.25).contiguous() if favor else q.new_empty(1, dtype=torch.float32)
+    mask_t = mask.to(torch.uint8).contiguous() if mask is not None else q.new_empty(1, dtype=torch.uint8)
+    # bf16 inputs on CUDA: bf16 dot operands (states as hi + lo); not under the interpreter (no bf16 dots)
+    lowp = q.is_cuda and q.dtype == torch.bfloat16 and os.environ.get("GENOLIN_TRITON_LOWP", "1") != "0"
+    common = dict(FMAP=FMAPS[feature_map], PRECISION=_precision(q.dtype), LOWP=lowp, FAST=q.is_cuda)
+    scales = (d ** -0.25, -0.5 * math.log2(m))  # D_SCALE = D^-1/4, LOG2_C = log2(1 / sqrt(M))
+    return w, mask_t, common, scales
+
+
+# The kernels as two torch custom ops (forward -> o and the reduced state; backward -> dq, dk, dv): opaque to
+# torch.compile (a compiled block calls them as it calls a matmul, no graph break, no tracing into Triton code) and
+# visible to selective activation checkpointing as single ops.
+@torch.library.custom_op("genolin::linear_attention_fwd", mutates_args=())
+def _linear_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                          projection: torch.Tensor | None, feature_map: str, eps: float
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, N, H, D) q, k, (B, N, H, E) v -> o (B, N, H, E), states (B*H, BLOCK_M * (BLOCK_E + 1)) float32,
+    FAVOR+ key offsets (B*H,) float32."""
+    b, n, h, d = q.shape
+    e = v.shape[-1]
+    fwd_cfg, _, p, length, m = _plan(q, v, projection, feature_map)
+    w, mask_t, common, scales = _launch_args(q, mask, projection, feature_map)
+    bm, be = fwd_cfg["BLOCK_M"], fwd_cfg["BLOCK_E"]
+    # z of the state kernel on the tensor cores with 4 warps only: with 8 warps the same code was seen to fault on
+    # the H200 (Triton 3.6)
+    zdot = fwd_cfg["num_warps"] == 4 and os.environ.get("GENOLIN_TRITON_ZDOT", "1") != "0"
+    szp = _alloc((p, b * h, bm * (be + 1)), q, torch.float32)
+    mp = _alloc((p, b * h), q, torch.float32)
+    _state_kernel[(p, b * h)](
+        k, v, mask_t, w, szp, mp, n, length, h, d, e, m,
+        k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+        mask_t.stride(0) if mask is not None else 0, *scales, HAS_MASK=mask is not None, ZDOT=zdot, **common,
+        **fwd_cfg)
+    sz, m_k = _reduce(szp, mp if feature_map == "favor" else None)
+    o = _alloc((b, n, h, e), v)
+    _output_kernel[(p, b * h)](
+        q, w, sz, m_k, o, n, length, h, d, e, m,
+        q.stride(0), q.stride(1), q.stride(2), o.stride(0), o.stride(1), o.stride(2),
+        *scales, eps, **common, **fwd_cfg)
+    return o, sz, m_k
+
+
+@_linear_attention_fwd.register_fake
+def _(q, k, v, mask, projection, feature_map, eps):
+    b, n, h, _ = q.shape
+    fwd_cfg = _plan(q, v, projection, feature_map)[0]
+    size = fwd_cfg["BLOCK_M"] * (fwd_cfg["BLOCK_E"] + 1)
+    return (q.new_empty(b, n, h, v.shape[-1], dtype=v.dtype), q.new_empty(b * h, size, dtype=torch.float32),
+            q.new_empty(b * h, dtype=torch.float32))
+
+
+@torch.library.custom_op("genolin::linear_attention_bwd", mutates_args=())
+def _linear_attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                          projection: torch.Tensor | None, sz: torch.Tensor, m_k: torch.Tensor, do: torch.Tensor,
+                          feature_map: str, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The forward's inputs, its states and do (B, N, H, E) -> dq, dk (B, N, H, D), dv (B, N, H, E)."""
+    b, n, h, d = q.shape
+    e = v.shape[-1]
+    _, cfg, p, length, m = _plan(q, v, projection, feature_map)
+    w, mask_t, common, scales = _launch_args(q, mask, projection, feature_map)
+    bm, be = cfg["BLOCK_M"], cfg["BLOCK_E"]
+    do = do.contiguous() if do.stride(-1) != 1 else do
+    dq, dk, dv = _alloc(q.shape, q), _alloc(k.shape, k), _alloc(v.shape, v)
+    dszp = _alloc((p, b * h, bm * (be + 1)), q, torch.float32)
+    _query_grad_kernel[(p, b * h)](
+        q, do, w, sz, m_k, dq, dszp, n, length, h, d, e, m,
+        q.stride(0), q.stride(1), q.stride(2), do.stride(0), do.stride(1), do.stride(2),
+        dq.stride(0), dq.stride(1), dq.stride(2), *scales, eps, **common, **cfg)
+    dsz, _ = _reduce(dszp, None)
+    _key_grad_kernel[(p, b * h)](
+        k, v, mask_t, w, dsz, m_k, dk, dv, n, length, h, d, e, m,
+        k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+        mask_t.stride(0) if mask is not None else 0,
+        dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+        *scales, HAS_MASK=mask is not None, **common, **cfg)
+    return dq, dk, dv
+
+
+@_linear_attention_bwd.register_fake
+def _(q, k, v, mask, projection, sz, m_k, do, feature_map, eps):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, mask, projection, feature_map, eps = inputs
+    _, sz, m_k = output
+    ctx.save_for_backward(q, k, v, mask, projection, sz, m_k)
+    ctx.feature_map, ctx.eps = feature_map, eps
+
+
+def _backward(ctx, do, _dsz, _dmk):
+    q, k, v, mask, projection, sz, m_k = ctx.saved_tensors
+    dq, dk, dv = _linear_attention_bwd(q, k, v, mask, projection, sz, m_k, do, ctx.feature_map, ctx.eps)
+    return dq, dk, dv, None, None, None, None
+
+
+_linear_attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
 def triton_linear_attention(q, k, v, *, feature_map="elu", projection=None, key_padding_mask=None, eps=1e-6):
     """Bidirectional linear attention through the fused kernels; see the module docstring."""
     if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    return _TritonLinearAttention.apply(q, k, v, key_padding_mask, projection, feature_map, eps)
+    return _linear_attention_fwd(q, k, v, key_padding_mask, projection, feature_map, float(eps))[0]
