@@ -132,7 +132,8 @@ def main() -> None:
                 row = measure(args, n, mode, backend)
                 rows.append(row)
                 mem = row.get("peak_gib", row.get("kept_gib"))
-                print(f"N {n:>9,}  {backend:9s} {mode:5s} {'compiled' if args.compile else 'eager'}  " + (row.get("error") or
+                blocks = "compiled" if args.compile else "eager"
+                print(f"N {n:>9,}  {backend:9s} {mode:5s} {blocks:8s}  " + (row.get("error") or
                       f"{row['ms']:9.1f} ms  {mem:7.2f} GiB"), flush=True)
     meta = {"benchmark": "train_step", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),

@@ -188,9 +188,12 @@ def test_checkpointing_gives_the_same_gradients_with_less_kept(mixer):
 NO_COMPILER = not (shutil.which("c++") or shutil.which("g++"))  # torch.compile's inductor on a CPU builds C++
 
 
+INDUCTOR = pytest.param("block", "inductor", marks=[
+    pytest.mark.slow, pytest.mark.skipif(NO_COMPILER, reason="torch.compile on a CPU needs a C++ compiler")])
+
+
 @pytest.mark.parametrize(("mode", "backend"), [("none", "aot_eager"), ("mlp", "aot_eager"), ("block", "aot_eager"),
-                                               pytest.param("block", "inductor", marks=[pytest.mark.slow, pytest.mark.skipif(
-                                                   NO_COMPILER, reason="torch.compile on a CPU needs a C++ compiler")])])
+                                               INDUCTOR])
 def test_compiled_blocks_train_to_the_same_gradients(mode, backend):
     """Training through compiled blocks (Encoder.compile_blocks: the recompute traced inside the compiled graph,
     the attention kernels as custom ops) against eager blocks: equal outputs and gradients, padding in the batch,

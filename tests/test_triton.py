@@ -122,7 +122,6 @@ def test_compiled_function_calls_the_kernels_as_one_op():
     """A torch.compile'd function around the Triton backend: forward and gradients equal eager's, no graph break
     (the kernels are a custom op the compiler does not trace into)."""
     import torch._dynamo
-
     from torch._dynamo.utils import counters
 
     def f(q, k, v, mask):
