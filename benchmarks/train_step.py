@@ -1,7 +1,8 @@
 """One training step of the encoder (forward, backward, AdamW) at long N: time and peak memory per recompute mode.
 
 Modes: "none" (every activation kept), "mlp" (`checkpoint_mlp`: each block's norm + MLP recomputed in backward),
-"block" (`checkpointing`: whole blocks recomputed). Base encoder by default (6 layers, d_model 256, 8 heads,
+"block" (`checkpointing`: whole blocks recomputed), "both" (the MLP's recompute nested in the block's). --compile:
+the blocks through torch.compile (Encoder.compile_blocks). Base encoder by default (6 layers, d_model 256, 8 heads,
 hybrid mixer, track head), batch 1, bf16 autocast on CUDA (float32 on a CPU), attention backend "auto" (Triton on
 CUDA) and the PyTorch reference (GENOLIN_ATTENTION_BACKEND=reference) in the same run for the ratio. Peak memory:
 torch.cuda.max_memory_allocated on CUDA; on a CPU the bytes autograd keeps for backward (saved-tensor hooks),
@@ -63,7 +64,8 @@ def measure(args, n: int, mode: str, backend: str) -> dict:
     dev = torch.device(args.device)
     torch.manual_seed(0)
     cfg = EncoderConfig(d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, mixer=args.mixer,
-                        n_classes=0, track_channels=2, checkpointing=mode == "block", checkpoint_mlp=mode == "mlp",
+                        n_classes=0, track_channels=2, checkpointing=mode in ("block", "both"),
+                        checkpoint_mlp=mode in ("mlp", "both"),
                         chunk_tokens=args.chunk)
     model = Encoder(cfg).to(dev).train()
     if args.compile:

@@ -65,6 +65,7 @@ class TrainConfig:
     focal_gamma: float = 0.0  # track: focal loss exponent (0: plain positive-weighted cross-entropy)
     patience: int = 4  # epochs without improvement before stopping (0: never stop early)
     amp: bool = True  # bf16 autocast on CUDA
+    compile: bool = False  # CUDA: torch.compile the encoder's blocks (Encoder.compile_blocks; ~10-30 s at the start)
     seed: int = 0
 
     def encoder_config(self, head: dict, longest: int) -> EncoderConfig:

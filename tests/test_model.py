@@ -169,20 +169,21 @@ def saved_bytes(fn) -> tuple[object, int]:
 
 @pytest.mark.parametrize("mixer", ["hybrid", "linear", "favor"])
 def test_checkpointing_gives_the_same_gradients_with_less_kept(mixer):
-    """Whole-block and MLP-only recompute against the plain backward (float64, dropout on: recompute replays the
-    same masks, padding in the batch): equal gradients; the MLP-only recompute keeps less for backward and whole
-    blocks keep least."""
+    """Whole-block, MLP-only and nested (both) recompute against the plain backward (float64, dropout on: recompute
+    replays the same masks, padding in the batch): equal gradients; the MLP-only recompute keeps less for backward
+    and whole blocks keep least."""
     ids = token_batch(n=45)
     grads, kept = {}, {}
-    for mode in ("none", "mlp", "block"):
-        m = model(small(mixer, checkpointing=mode == "block", checkpoint_mlp=mode == "mlp", dropout=0.1)).train()
+    for mode in ("none", "mlp", "block", "both"):
+        m = model(small(mixer, checkpointing=mode in ("block", "both"), checkpoint_mlp=mode in ("mlp", "both"),
+                        dropout=0.1)).train()
         torch.manual_seed(7)
         out, kept[mode] = saved_bytes(lambda m=m: m(ids))
         (out.logits.sum() + (out.track ** 2).sum()).backward()
         grads[mode] = torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])
-    for mode in ("mlp", "block"):
+    for mode in ("mlp", "block", "both"):
         assert torch.allclose(grads[mode], grads["none"], rtol=1e-9, atol=1e-11), mode
-    assert kept["block"] < kept["mlp"] < 0.75 * kept["none"], kept
+    assert kept["both"] == kept["block"] < kept["mlp"] < 0.75 * kept["none"], kept
 
 
 NO_COMPILER = not (shutil.which("c++") or shutil.which("g++"))  # torch.compile's inductor on a CPU builds C++
@@ -193,7 +194,7 @@ INDUCTOR = pytest.param("block", "inductor", marks=[
 
 
 @pytest.mark.parametrize(("mode", "backend"), [("none", "aot_eager"), ("mlp", "aot_eager"), ("block", "aot_eager"),
-                                               INDUCTOR])
+                                               ("both", "aot_eager"), INDUCTOR])
 def test_compiled_blocks_train_to_the_same_gradients(mode, backend):
     """Training through compiled blocks (Encoder.compile_blocks: the recompute traced inside the compiled graph,
     the attention kernels as custom ops) against eager blocks: equal outputs and gradients, padding in the batch,
@@ -203,7 +204,7 @@ def test_compiled_blocks_train_to_the_same_gradients(mode, backend):
 
     ids = token_batch(n=45)
     dtype = torch.float64 if backend == "aot_eager" else torch.float32
-    cfg = small("hybrid", checkpointing=mode == "block", checkpoint_mlp=mode == "mlp")
+    cfg = small("hybrid", checkpointing=mode in ("block", "both"), checkpoint_mlp=mode in ("mlp", "both"))
     results = []
     torch._dynamo.reset()
     counters.clear()
