@@ -39,8 +39,9 @@ Memory: with gradients off and N > ``chunk_tokens`` the forward pass streams eve
 tokens (norm, convolution, projections, attention state, MLP), so peak memory is a few (N, d) activations.
 Training uses the plain path (the attention op itself still works in chunks); ``checkpointing`` recomputes each
 block in the backward pass, ``checkpoint_mlp`` each block's norm + MLP (the activations that take the most
-memory: 2 x hidden + hidden = about 8 d per token, against the mixer's few d), both together nest the second in
-the first. ``Encoder.compile_blocks`` compiles the blocks (norm, convolution, MLP and their backward fused; the
+memory: 2 x hidden + hidden = about 8 d per token, against the mixer's few d); both together nest: inside each
+block's recompute its two halves (norm + convolution + mixer; norm + MLP) are recomputed again one at a time, so
+the backward pass holds the block inputs and one half's activations (least memory, a third forward). ``Encoder.compile_blocks`` compiles the blocks (norm, convolution, MLP and their backward fused; the
 recompute traced into the backward graph). ``causal=True`` gives a
 left-to-right encoder with a step API (``init_state`` / ``step``) whose outputs equal the parallel ones.
 """
@@ -109,7 +110,7 @@ class EncoderConfig:
     chunk_tokens: int = 16384  # per chunk, for the attention op and for streaming inference
     checkpointing: bool = False  # training: recompute each whole block in the backward pass (little memory)
     checkpoint_mlp: bool = False  # training: recompute each block's norm + MLP (its largest activations); with
-    #                               checkpointing also inside the block's recompute (least memory)
+    #                               checkpointing: nested (each half again inside the block's recompute)
     eps: float = 1e-6
     seed: int = 0  # FAVOR+ draws derive from it
     pad_id: int = 0
@@ -404,8 +405,8 @@ class Mixer(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: EncoderConfig, layer: int):
         super().__init__()
-        # both: the MLP's recompute nests inside the block's, so the block's backward does not hold the MLP's
-        # activations either (least memory, a third forward of the MLP)
+        # both: nested; inside the block's recompute each half (norm + convolution + mixer, norm + MLP) is
+        # recomputed again on its own, so the block's backward holds one half's activations at a time
         self.checkpointing, self.checkpoint_mlp = cfg.checkpointing, cfg.checkpoint_mlp
         self.norm1 = nn.RMSNorm(cfg.d_model)
         self.conv = ShortConv(cfg.d_model, cfg.conv_kernel, cfg.causal)
@@ -421,14 +422,21 @@ class Block(nn.Module):
         return self._forward(x, mask)
 
     def _forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        h = self.norm1(x)
-        if mask is not None:
-            h = h * mask.unsqueeze(-1).to(h.dtype)  # padding must not reach real tokens through the convolution
-        x = x + self.mixer(self.conv(h), mask)
-        if self.checkpoint_mlp and self.training and torch.is_grad_enabled():
+        recompute = self.training and torch.is_grad_enabled()
+        if self.checkpointing and self.checkpoint_mlp and recompute:
+            x = checkpoint(self._mixer_residual, x, mask, use_reentrant=False)
+        else:
+            x = self._mixer_residual(x, mask)
+        if self.checkpoint_mlp and recompute:
             # the MLP's (B, N, 2 * hidden) and (B, N, hidden) activations are not kept: recomputed in backward
             return checkpoint(self._mlp_residual, x, use_reentrant=False)
         return self._mlp_residual(x)
+
+    def _mixer_residual(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        h = self.norm1(x)
+        if mask is not None:
+            h = h * mask.unsqueeze(-1).to(h.dtype)  # padding must not reach real tokens through the convolution
+        return x + self.mixer(self.conv(h), mask)
 
     def _mlp_residual(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.mlp(self.norm2(x))
