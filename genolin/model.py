@@ -545,7 +545,13 @@ class Encoder(nn.Module):
             # gradient over tokens) ran 1.2 ms per block at 100 k tokens against 0.6 ms as two (H200, torch 2.11)
             options["options"] = {"triton.mix_order_reduction": False, **options.get("options", {})}
         for block in self.blocks:
-            block.compile(dynamic=False, **options)
+            if block.checkpointing and block.checkpoint_mlp:
+                # nested recompute: the halves compiled each on its own, the recompute around them left to eager
+                # autograd (a compiled block flattens nested recompute: 21.2 GiB at 1 M tokens against 16.8 eager)
+                block._mixer_residual = torch.compile(block._mixer_residual, dynamic=False, **options)
+                block._mlp_residual = torch.compile(block._mlp_residual, dynamic=False, **options)
+            else:
+                block.compile(dynamic=False, **options)
         return self
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None,
