@@ -34,6 +34,7 @@ from genolin.model import Encoder, EncoderConfig
 
 def step_fn(model: Encoder, opt: torch.optim.Optimizer, ids: torch.Tensor, amp: bool):
     def step():
+        torch.compiler.cudagraph_mark_step_begin()  # a new iteration for CUDA graphs (compile mode reduce-overhead)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
             out = model(ids)
             loss = out.track.float().square().mean()
@@ -69,7 +70,7 @@ def measure(args, n: int, mode: str, backend: str) -> dict:
                         chunk_tokens=args.chunk)
     model = Encoder(cfg).to(dev).train()
     if args.compile:
-        model.compile_blocks()
+        model.compile_blocks(**({"mode": args.compile_mode} if args.compile_mode else {}))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
     ids = torch.randint(5, cfg.vocab_size, (1, n), device=dev)
     amp = dev.type == "cuda"
@@ -114,6 +115,7 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--chunk", type=int, default=16384, help="chunk_tokens of the attention op")
     ap.add_argument("--compile", action="store_true", help="torch.compile the blocks (Encoder.compile_blocks)")
+    ap.add_argument("--compile-mode", default=None, help="with --compile: torch.compile's mode (e.g. reduce-overhead)")
     ap.add_argument("--memory-budget", type=float, default=None,
                     help="with --compile: torch._functorch.config.activation_memory_budget (1: keep what the "
                          "partitioner keeps by default; lower: recompute more inside compiled graphs)")

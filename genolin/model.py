@@ -543,7 +543,9 @@ class Encoder(nn.Module):
         if hasattr(inductor_config.triton, "mix_order_reduction"):
             # inductor's fused cross-axis reduction (the RMSNorm backward over d with the convolution's weight
             # gradient over tokens) ran 1.2 ms per block at 100 k tokens against 0.6 ms as two (H200, torch 2.11)
-            options["options"] = {"triton.mix_order_reduction": False, **options.get("options", {})}
+            mode = options.pop("mode", None)  # torch.compile takes a mode or options, so the mode as its options
+            mode_options = torch._inductor.list_mode_options(mode) if mode else {}
+            options["options"] = {**mode_options, "triton.mix_order_reduction": False, **options.get("options", {})}
         for block in self.blocks:
             if block.checkpointing and block.checkpoint_mlp:
                 # nested recompute: the halves compiled each on its own, the recompute around them left to eager
