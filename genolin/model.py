@@ -41,9 +41,10 @@ Training uses the plain path (the attention op itself still works in chunks); ``
 block in the backward pass, ``checkpoint_mlp`` each block's norm + MLP (the activations that take the most
 memory: 2 x hidden + hidden = about 8 d per token, against the mixer's few d); both together nest: inside each
 block's recompute its two halves (norm + convolution + mixer; norm + MLP) are recomputed again one at a time, so
-the backward pass holds the block inputs and one half's activations (least memory, a third forward). ``Encoder.compile_blocks`` compiles the blocks (norm, convolution, MLP and their backward fused; the
-recompute traced into the backward graph). ``causal=True`` gives a
-left-to-right encoder with a step API (``init_state`` / ``step``) whose outputs equal the parallel ones.
+the backward pass holds the block inputs and one half's activations (least memory, a third forward).
+``Encoder.compile_blocks`` compiles the blocks (norm, convolution, MLP and their backward fused; the recompute
+traced into the backward graph). ``causal=True`` gives a left-to-right encoder with a step API (``init_state`` /
+``step``) whose outputs equal the parallel ones.
 """
 
 from __future__ import annotations
