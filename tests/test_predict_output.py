@@ -261,3 +261,29 @@ def test_bedgraph_batches_and_value_table_change_no_byte():
     for line in texts[0].splitlines()[1:]:
         value = line.split("\t")[3]
         assert value == f"{float(value):g}" and float(value) == round(float(value), 4)
+
+
+@pytest.mark.parametrize("batch_bins", [1, 7, 65536])
+def test_background_bigwig_gathers_pieces_into_the_same_file(tmp_path, batch_bins):
+    """The background writer gathers pieces that continue one another into stretches (sent when ``batch_bins``
+    long, at a gap, at a contig's change, at flush and at the end): its file holds what the in-process writer
+    writes from the pieces one by one (a gap, two contigs, a contig whose last bin is short of the stride)."""
+    from genolin.io.bigwig import BackgroundBigWigWriter, BigWigWriter
+
+    lengths, stride = {"chrA": 103, "chrB": 50}, 4
+    g = np.random.default_rng(batch_bins)
+    pieces = [("chrA", 0, g.random(5)), ("chrA", 5, g.random(9)), ("chrA", 16, g.random(10)),  # a gap: bins 14, 15
+              ("chrB", 0, g.random(6)), ("chrB", 6, g.random(7))]  # chrA's bin 25 ends at 103, chrB's 12 at 50
+    for writer, name in ((BigWigWriter, "one"), (BackgroundBigWigWriter, "gathered")):
+        kwargs = {"batch_bins": batch_bins} if name == "gathered" else {}
+        with writer(tmp_path / f"{name}.bw", lengths, **kwargs) as w:
+            for contig, first, values in pieces:
+                w.add(contig, first, values.copy(), stride, lengths[contig])
+                if contig == "chrA" and first == 16:
+                    w.flush()
+    one, gathered = (pyBigWig.open(str(tmp_path / f"{n}.bw")) for n in ("one", "gathered"))
+    for contig, n in lengths.items():
+        want = np.array(one.values(contig, 0, n))
+        assert np.isfinite(want).sum() > 0.8 * n
+        np.testing.assert_array_equal(np.array(gathered.values(contig, 0, n)), want)
+    assert one.intervals("chrA") == gathered.intervals("chrA")

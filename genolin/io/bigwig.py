@@ -8,7 +8,8 @@ within 1e-7). The file is written under a temporary name and renamed when it is 
 
 ``BackgroundBigWigWriter`` has the same interface and runs a BigWigWriter in a child process (libBigWig takes
 about 0.4 us per value with zoom levels: at GPU speeds the writing, not the model, bounds a genome's prediction;
-one process per strand writes both strands at once, beside the model).
+one process per strand writes both strands at once, beside the model); pieces that continue one another go to
+the child as one stretch of up to 64 k bins (each send costs the parent about 0.3 ms).
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class BackgroundBigWigWriter:
     through a bounded queue, so memory stays bounded when the model outruns the writer. The file appears when
     the block ends cleanly; on an exception the child drops it."""
 
-    def __init__(self, path: str | os.PathLike, lengths: dict[str, int], queue_pieces: int = 16):
+    def __init__(self, path: str | os.PathLike, lengths: dict[str, int], queue_pieces: int = 16,
+                 batch_bins: int = 65536):
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
@@ -102,15 +104,41 @@ class BackgroundBigWigWriter:
         self.proc = ctx.Process(target=_serve, args=(str(path), dict(lengths), self.inbox, self.outbox),
                                 daemon=True)
         self.path, self.report = path, None
+        # pieces that continue one another are sent as one stretch of about batch_bins bins: a send costs the
+        # parent ~0.3 ms (a window's piece of 1.5 k bins is sent in a tenth of that time per bin)
+        self.batch_bins = batch_bins
+        self._stretch: tuple[str, int, int, int] | None = None  # (contig, first bin, stride, length)
+        self._parts: list[np.ndarray] = []
+        self._next_bin = 0
 
     def __enter__(self) -> BackgroundBigWigWriter:
         self.proc.start()
         return self
 
     def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> None:
+        """The same as BigWigWriter.add; pieces that continue the last one are gathered and sent together."""
+        if self._stretch is not None and (self._stretch[0] != contig or self._next_bin != first_bin
+                                          or self._stretch[2:] != (stride, length)):
+            self.flush()
+        if self._stretch is None:
+            self._stretch, self._next_bin = (contig, int(first_bin), stride, length), int(first_bin)
+        self._parts.append(np.array(values, dtype=np.float32))  # a copy: the caller may reuse its array
+        self._next_bin += len(values)
+        if self._next_bin - self._stretch[1] >= self.batch_bins:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the gathered stretch (at each contig's end, and when it is long enough)."""
+        if self._stretch is None:
+            return
+        contig, first_bin, stride, length = self._stretch
+        values = self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+        self._stretch, self._parts = None, []
+        self._send(("add", contig, first_bin, values, stride, length))
+
+    def _send(self, item: tuple) -> None:
         import queue
 
-        item = ("add", contig, int(first_bin), np.ascontiguousarray(values, dtype=np.float32), stride, length)
         while True:
             if not self.proc.is_alive() or not self.outbox.empty():  # the child stopped: say why
                 self._finish()
@@ -120,9 +148,6 @@ class BackgroundBigWigWriter:
                 return
             except queue.Full:  # the writer is behind: wait, unless it died
                 continue
-
-    def flush(self) -> None:
-        """Nothing is held back between pieces (kept for the writer interface)."""
 
     def _finish(self) -> None:
         import queue
@@ -143,9 +168,18 @@ class BackgroundBigWigWriter:
             raise RuntimeError(f"writing {self.path}: {message}")
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self.report is None and self.proc.is_alive():
-            self.inbox.put(("close", exc_type is None))  # unbounded wait only while the child lives and reads
         if exc_type is None:
+            try:
+                self.flush()
+            except BaseException:  # the child stopped: it drops its file; the error says why
+                self._close(commit=False)
+                raise
+        self._close(commit=exc_type is None)
+
+    def _close(self, commit: bool) -> None:
+        if self.report is None and self.proc.is_alive():
+            self.inbox.put(("close", commit))  # unbounded wait only while the child lives and reads
+        if commit:
             self._finish()
         else:  # already failing: wait for the child to drop its file, keep the first error
             try:
