@@ -77,8 +77,10 @@ class Trainer:
         self.model = Encoder(self.cfg.model)
         self.fitted_at_start = not resume and self.task.init_model(self.model)
         self.model = self.model.to(self.device)
-        if self.cfg.compile and self.device.type == "cuda":  # on a CPU the compiler's start-up outweighs the gain
+        if self.cfg.compile and self.device.type == "cuda":
             self.model.compile_blocks()
+        elif self.cfg.compile:  # on a CPU the compiler's start-up (tens of seconds) outweighs what it saves
+            log.warning("compile: CUDA only; the blocks run uncompiled on %s", self.device)
         self.optimizer = make_optimizer(self.model, self.cfg)
         self.net = self.model
         if self.dist.world > 1:
