@@ -1,7 +1,8 @@
 """One training step of the encoder (forward, backward, AdamW) at long N: time and peak memory per recompute mode.
 
 Modes: "none" (every activation kept), "mlp" (`checkpoint_mlp`: each block's norm + MLP recomputed in backward),
-"block" (`checkpointing`: whole blocks recomputed), "both" (the MLP's recompute nested in the block's). --compile:
+"block" (`checkpointing`: whole blocks recomputed), "both" (nested: inside a block's recompute each half recomputed
+again on its own). --compile:
 the blocks through torch.compile (Encoder.compile_blocks). Base encoder by default (6 layers, d_model 256, 8 heads,
 hybrid mixer, track head), batch 1, bf16 autocast on CUDA (float32 on a CPU), attention backend "auto" (Triton on
 CUDA) and the PyTorch reference (GENOLIN_ATTENTION_BACKEND=reference) in the same run for the ratio. Peak memory:

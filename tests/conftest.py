@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,9 @@ DATA = REPO / "data"
 SHARED = REPO.parent / "shared" / "data"
 ECOLI_BGZ = DATA / "ecoli_k12" / "NC_000913.3.fa.bgz"
 GUE_TATA = DATA / "gue" / "prom_core_tata"
+# a test that runs torch.compile's inductor on a CPU (it builds C++) is marked with this
+NEEDS_COMPILER = pytest.mark.skipif(not (shutil.which("c++") or shutil.which("g++")),
+                                    reason="torch.compile on a CPU needs a C++ compiler")
 
 
 def shared_file(relative: str) -> Path:

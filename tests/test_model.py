@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
+from conftest import NEEDS_COMPILER
 
 from genolin.model import MIXERS as ALL_MIXERS
 from genolin.model import Block, Encoder, EncoderConfig, config_from_dict
@@ -186,11 +185,7 @@ def test_checkpointing_gives_the_same_gradients_with_less_kept(mixer):
     assert kept["both"] == kept["block"] < kept["mlp"] < 0.75 * kept["none"], kept
 
 
-NO_COMPILER = not (shutil.which("c++") or shutil.which("g++"))  # torch.compile's inductor on a CPU builds C++
-
-
-INDUCTOR = pytest.param("block", "inductor", marks=[
-    pytest.mark.slow, pytest.mark.skipif(NO_COMPILER, reason="torch.compile on a CPU needs a C++ compiler")])
+INDUCTOR = pytest.param("block", "inductor", marks=[pytest.mark.slow, NEEDS_COMPILER])
 
 
 @pytest.mark.parametrize(("mode", "backend"), [("none", "aot_eager"), ("mlp", "aot_eager"), ("block", "aot_eager"),

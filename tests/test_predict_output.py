@@ -3,13 +3,11 @@ genome of several contigs, and no partial bigWig when prediction fails."""
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pyBigWig
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
+from conftest import FIXTURES, NEEDS_COMPILER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,11 +157,10 @@ def test_failed_bigwig_prediction_leaves_nothing(tmp_path):
     assert not list(tmp_path.glob("o*")) and not list(tmp_path.glob(".o*"))
 
 
-NO_COMPILER = not (shutil.which("c++") or shutil.which("g++"))  # torch.compile on a CPU builds C++
 
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=[
-    pytest.mark.slow, pytest.mark.skipif(NO_COMPILER, reason="torch.compile on a CPU needs a C++ compiler")])])
+    pytest.mark.slow, NEEDS_COMPILER])])
 def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compiled):
     """region_probs (background tokens, forward and RC in one padded batch, the model on its own thread; with
     ``compiled``, torch.compile and batches padded to one shape) against a plain loop: each window alone through
