@@ -61,6 +61,43 @@ class Runs:
 
 
 Run = tuple[str, int, int, float]  # contig, start, end, value
+Stretch = tuple[str, int, np.ndarray, int, int]  # contig, first bin, values (n,) float32, stride, length
+
+
+class Stretches:
+    """Gathers pieces of bins that continue one another (same contig, stride and length, each starting where the
+    last ended) into stretches of about ``batch_bins`` bins: the track writers' unit of work (a window's piece
+    is too small to pay for a vectorised formatting or a send to another process)."""
+
+    def __init__(self, batch_bins: int):
+        self.batch_bins = batch_bins
+        self.key: tuple[str, int, int, int] | None = None  # (contig, first bin, stride, length) being gathered
+        self.parts: list[np.ndarray] = []
+        self.bins = 0
+
+    def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> list[Stretch]:
+        """A piece -> the stretches it completes (the one it does not continue, the one it fills)."""
+        if not len(values):
+            return []
+        done = []
+        if self.key is not None and (self.key[0] != contig or self.key[1] + self.bins != first_bin
+                                     or self.key[2:] != (stride, length)):
+            done.append(self.take())
+        if self.key is None:
+            self.key = (contig, int(first_bin), stride, length)
+        self.parts.append(np.asarray(values, dtype=np.float32))
+        self.bins += len(values)
+        if self.bins >= self.batch_bins:
+            done.append(self.take())
+        return done
+
+    def take(self) -> Stretch | None:
+        """The stretch gathered so far (None if none), emptied."""
+        if self.key is None:
+            return None
+        (contig, first_bin, stride, length), parts = self.key, self.parts
+        self.key, self.parts, self.bins = None, [], 0
+        return contig, first_bin, np.concatenate(parts) if len(parts) > 1 else parts[0], stride, length
 
 
 def format_bins(contig: str, first_bin: int, values: np.ndarray, stride: int, length: int
@@ -84,8 +121,8 @@ class BedGraphWriter:
 
     def __init__(self, fh, name: str, color: str, batch_bins: int = 1 << 16, pool: Executor | None = None,
                  in_flight: int = 8):
-        self.fh, self.batch_bins, self.pool, self.in_flight = fh, batch_bins, pool, in_flight
-        self.stretch: list = []  # [contig, first_bin, stride, length, [values, ...], bins]
+        self.fh, self.pool, self.in_flight = fh, pool, in_flight
+        self.stretches = Stretches(batch_bins)
         self.formatting: collections.deque = collections.deque()  # format_bins results (or futures), in order
         self.open: Run | None = None  # the last run written to the queue's end, which may continue
         self._out: queue.Queue = queue.Queue(16)  # bytes for the writing thread (with a pool)
@@ -111,38 +148,25 @@ class BedGraphWriter:
 
     def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> None:
         """Bins ``first_bin``.. of ``contig`` (``stride`` bp each; the last one ends at ``length``)."""
-        if not len(values):
-            return
-        st = self.stretch
-        if st and (st[0] != contig or st[1] + st[5] != first_bin or st[2] != stride or st[3] != length):
-            self._dispatch()  # not a continuation of the stretch: it ends here
-            st = self.stretch
-        if not st:
-            self.stretch = st = [contig, first_bin, stride, length, [], 0]
-        st[4].append(np.asarray(values, dtype=np.float32))
-        st[5] += len(values)
-        if st[5] >= self.batch_bins:
-            self._dispatch()
+        for stretch in self.stretches.add(contig, first_bin, values, stride, length):
+            self._dispatch(stretch)
 
     def flush(self) -> None:
         """A contig ends: its last stretch goes to formatting (written by ``close`` at the latest)."""
-        self._dispatch()
+        self._dispatch(self.stretches.take())
 
     def close(self) -> None:
         """Write everything still gathered or being formatted, and the last run."""
-        self._dispatch()
+        self._dispatch(self.stretches.take())
         self._drain(0)
         self._emit(self.open)
         self.open = None
         self._stop_thread()
 
-    def _dispatch(self) -> None:
-        if not self.stretch:
+    def _dispatch(self, stretch: Stretch | None) -> None:
+        if stretch is None:
             return
-        contig, first_bin, stride, length, parts, _ = self.stretch
-        self.stretch = []
-        args = (contig, first_bin, np.concatenate(parts) if len(parts) > 1 else parts[0], stride, length)
-        self.formatting.append(format_bins(*args) if self.pool is None else self.pool.submit(format_bins, *args))
+        self.formatting.append(format_bins(*stretch) if self.pool is None else self.pool.submit(format_bins, *stretch))
         self._drain(self.in_flight)
 
     def _drain(self, keep: int) -> None:
