@@ -155,8 +155,10 @@ def lock_run_dir(run_dir: str | os.PathLike) -> int:
 
 
 def save_checkpoint(run_dir: str | os.PathLike, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    state: dict, *, meta: dict[str, str], best_meta: dict[str, str] | None = None) -> None:
-    """The crash-safe checkpoint described above; ``best_meta`` (metadata) also writes best.safetensors."""
+                    state: dict, *, meta: dict[str, str], best_meta: dict[str, str] | None = None,
+                    best_weights: dict[str, torch.Tensor] | None = None) -> None:
+    """The crash-safe checkpoint described above; ``best_meta`` (metadata) also writes best.safetensors, of
+    ``best_weights`` (a state dict: averaged weights) or else the model's."""
     run_dir = Path(run_dir)
     step = int(state["step"])
     names = {"weights": f"{CHECKPOINTS}/model-{step:08d}.safetensors",
@@ -164,7 +166,7 @@ def save_checkpoint(run_dir: str | os.PathLike, model: torch.nn.Module, optimize
     save_weights(run_dir / names["weights"], model, meta)
     rest = save_optimizer(run_dir / names["optimizer"], optimizer)
     if best_meta is not None:
-        save_weights(run_dir / BEST, model, best_meta)
+        save_weights(run_dir / BEST, model if best_weights is None else best_weights, best_meta)
     write_json(run_dir / STATE, {**state, "optimizer": rest, "files": names})  # the commit point
     with atomic_path(run_dir / WEIGHTS) as tmp:
         tmp.unlink()
@@ -233,10 +235,12 @@ def read_json(path: str | os.PathLike) -> dict:
     return data
 
 
-def save_weights(path: str | os.PathLike, module: torch.nn.Module, metadata: dict[str, str] | None = None) -> None:
+def save_weights(path: str | os.PathLike, weights: torch.nn.Module | dict[str, torch.Tensor],
+                 metadata: dict[str, str] | None = None) -> None:
     from safetensors.torch import save_file
 
-    tensors = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
+    state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
+    tensors = {k: v.detach().contiguous().cpu() for k, v in state.items()}
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata=metadata or {})
 

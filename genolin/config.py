@@ -58,6 +58,9 @@ class TrainConfig:
     warmup_steps: int = 200
     min_lr_ratio: float = 0.05
     clip: float = 1.0
+    # an exponential moving average of the weights over optimizer steps (decay d; the first steps average with
+    # min(d, (1 + t) / (10 + t))): validation, best.safetensors and so evaluate/predict use the average; 0: off
+    ema_decay: float = 0.0
     rc_prob: float = 0.5
     max_shift_bp: int = 3  # sequence task: up to this many leading bases dropped at random
     class_weighting: bool = True
@@ -191,6 +194,7 @@ RULES: dict[str, tuple] = {
     "k": (lambda v: 1 <= v <= 12, "from 1 to 12"),
     "val_fraction": (lambda v: 0 < v < 1, "between 0 and 1 (exclusive)"),
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "from 0 to 1"),
+    "ema_decay": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "model.dropout": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "model.mlp_ratio": (lambda v: 0 < v <= 64, "above 0 and at most 64"),

@@ -6,6 +6,12 @@ is scored: ``genolin.tasks``; the run directory: ``genolin.checkpoint``.
     -> evaluate (the task's scoring of the validation set through genolin.inference, as ``genolin evaluate``
     does) -> early stopping -> checkpoint.
 
+Weight averaging (``ema_decay`` > 0): after each optimizer step every parameter's average moves towards it,
+avg <- avg + (1 - d_t) (w - avg), d_t = min(ema_decay, (1 + t) / (10 + t)) at step t. The averages live in the
+optimizer's per-parameter state (key "ema", beside AdamW's moments), so checkpoints and --resume carry them;
+validation and best.safetensors use the averaged weights (the model's buffers, e.g. FAVOR+ projections, as they
+are), model.safetensors the trained ones that --resume continues.
+
 Schedule: linear warm-up to ``lr`` over ``warmup_steps`` optimizer steps, then cosine decay to
 ``lr * min_lr_ratio`` at the last step (epochs x steps per epoch, or ``max_steps``).
 
@@ -134,7 +140,12 @@ class Trainer:
             if chosen:  # tracks: max F1; classifiers: max MCC (the metric is stored beside the value)
                 rule = "f1" if "f1" in chosen else "mcc"
                 best_meta.update({"threshold": repr(chosen["value"]), f"threshold_{rule}": repr(chosen[rule])})
-        ckpt.save_checkpoint(self.out, self.model, self.optimizer, self.state, meta=meta, best_meta=best_meta)
+        best_weights = None
+        if best_meta is not None:
+            with self.averaged_weights():
+                best_weights = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+        ckpt.save_checkpoint(self.out, self.model, self.optimizer, self.state, meta=meta, best_meta=best_meta,
+                             best_weights=best_weights)
 
     def _log_metrics(self, record: dict) -> None:
         if self.dist.main:
@@ -202,8 +213,44 @@ class Trainer:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self.update_average(self.state["step"])
         self.state["step"] += 1
         self.model.redraw_favor_features(self.state["step"])
+
+    def _params_and_averages(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        params = [p for group in self.optimizer.param_groups for p in group["params"]
+                  if "ema" in self.optimizer.state[p]]
+        return params, [self.optimizer.state[p]["ema"] for p in params]
+
+    def update_average(self, step: int) -> None:
+        """The weight average after optimizer step ``step`` (see the module docstring); nothing without ema_decay."""
+        if not self.cfg.ema_decay:
+            return
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:  # a parameter's average starts at its weights after its first update
+                state = self.optimizer.state[p]  # (empty until then: AdamW initialises a parameter's empty state)
+                if state and "ema" not in state:
+                    state["ema"] = p.detach().clone()
+        params, averages = self._params_and_averages()
+        decay = min(self.cfg.ema_decay, (1 + step) / (10 + step))
+        with torch.no_grad():
+            torch._foreach_lerp_(averages, [p.detach() for p in params], 1 - decay)
+
+    @contextlib.contextmanager
+    def averaged_weights(self):
+        """The model holds the averaged weights inside (the trained ones again after); a no-op without averages."""
+        if not self.cfg.ema_decay or self.state["step"] == 0:  # no average before the first step
+            yield
+            return
+        params, averages = self._params_and_averages()
+        trained = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            torch._foreach_copy_(params, averages)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(params, trained)
 
     def stop_reason(self, t_start: float) -> str | None:
         cfg = self.cfg
@@ -223,7 +270,8 @@ class Trainer:
             return None
         self.model.eval()
         try:
-            return self.task.evaluate(self.predictor, self.task.val_set, progress=False)[0]
+            with self.averaged_weights():
+                return self.task.evaluate(self.predictor, self.task.val_set, progress=False)[0]
         finally:
             self.model.train()
 

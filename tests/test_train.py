@@ -172,10 +172,11 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     assert held["plus"]["n"] == (60_000 - 54_000) // 50 + (9_000 - 8_100) // 50 + 3
 
 
-def test_resume_equals_uninterrupted(tmp_path, gue_small):
+@pytest.mark.parametrize("ema", [0.0, 0.8])
+def test_resume_equals_uninterrupted(tmp_path, gue_small, ema):
     common = ["--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--epochs", 2,
               "--config", tmp_path / "c.yaml"]
-    (tmp_path / "c.yaml").write_text("batch_size: 50\nd_model: 32\nn_layers: 1\ndropout: 0.2\n")  # 6 steps/epoch
+    (tmp_path / "c.yaml").write_text(f"batch_size: 50\nd_model: 32\nn_layers: 1\ndropout: 0.2\nema_decay: {ema}\n")
     assert run("train", *common, "--out", tmp_path / "a").exit_code == 0
     r = run("train", *common, "--out", tmp_path / "b", "--max-steps", 8)  # stops inside epoch 2
     assert r.exit_code == 0, r.output
@@ -185,14 +186,55 @@ def test_resume_equals_uninterrupted(tmp_path, gue_small):
     assert r.exit_code == 0, r.output
     from genolin.checkpoint import load_tensors
 
-    wa, _ = load_tensors(tmp_path / "a" / "model.safetensors")
-    wb, _ = load_tensors(tmp_path / "b" / "model.safetensors")
-    assert wa.keys() == wb.keys()
-    for key in wa:
-        assert np.array_equal(wa[key].numpy(), wb[key].numpy()), key
+    for name in ("model.safetensors", "best.safetensors"):  # best: the averaged weights with ema_decay
+        wa, _ = load_tensors(tmp_path / "a" / name)
+        wb, _ = load_tensors(tmp_path / "b" / name)
+        assert wa.keys() == wb.keys()
+        for key in wa:
+            assert np.array_equal(wa[key].numpy(), wb[key].numpy()), (name, key)
     ma = (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()
     mb = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     assert json.loads(ma[-1])["val"] == json.loads(mb[-1])["val"]
+
+
+def test_weight_average_follows_its_definition(tmp_path, gue_small):
+    """ema_decay: after each step avg <- avg + (1 - d_t)(w - avg), d_t = min(decay, (1 + t) / (10 + t)); validation
+    and best.safetensors see the average, model.safetensors and training the trained weights."""
+    import torch
+
+    from genolin.checkpoint import load_tensors
+    from genolin.config import DataSpec, TrainConfig
+    from genolin.model import EncoderConfig
+    from genolin.train import Trainer
+
+    cfg = TrainConfig(batch_size=50, epochs=1, ema_decay=0.5, warmup_steps=2, lr=1e-2,
+                      model=EncoderConfig(d_model=16, n_layers=1, n_heads=2, dropout=0.0))
+    spec = DataSpec(task="sequence", csv=str(gue_small / "train.csv"), val_csv=str(gue_small / "dev.csv"))
+    trainer = Trainer(cfg, spec, tmp_path / "run", device="cpu", progress=False)
+    try:
+        names = [n for n, _ in trainer.model.named_parameters()]
+        expected = None
+        for step, items in enumerate(trainer.epoch_batches(0)[:5]):
+            trainer.micro_step(items, 0, step, sync=True)
+            trainer.optimizer_step(1e-2)
+            w = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+            d = min(0.5, (1 + step) / (10 + step))
+            expected = w if expected is None else {n: d * expected[n] + (1 - d) * w[n] for n in names}
+        trained = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+        with trainer.averaged_weights():
+            for n, p in trainer.model.named_parameters():
+                torch.testing.assert_close(p, expected[n], rtol=1e-6, atol=1e-7)
+        for n, p in trainer.model.named_parameters():  # the trained weights are back
+            assert torch.equal(p, trained[n]), n
+        assert not all(torch.equal(expected[n], trained[n]) for n in names)
+        trainer.checkpoint(best=True, metrics={})
+    finally:
+        trainer.close()
+    best, _ = load_tensors(tmp_path / "run" / "best.safetensors")
+    last, _ = load_tensors(tmp_path / "run" / "model.safetensors")
+    for n in names:
+        torch.testing.assert_close(best[n], expected[n], rtol=1e-6, atol=1e-7)
+        assert torch.equal(last[n], trained[n]), n
 
 
 def test_reverse_complement_window_mirrors_targets():
