@@ -3,6 +3,7 @@ outputs into the task's probabilities, average with the reverse complement. Vali
 ``genolin evaluate`` and ``genolin predict`` all go through ``Predictor``, so they score alike.
 
     load_run(RUN_DIR, device) -> Run: config (RunConfig), task, model (best weights, eval mode), predictor
+    load_run([RUN_DIR, ...], device) -> Run of an ensemble: every probability the mean of its members'
     Predictor.sequence_probs(SequenceData, rc_average) -> (n, C) float64 class probabilities, in the data's order
     Predictor.sequence_log_probs(SequenceData, rc_average) -> (n, C) their logarithms, from the logits
     Predictor.region_probs(TrackData, regions, rc_average) -> pieces (contig, first bin, probs (n, 2) float32)
@@ -12,6 +13,8 @@ Genome regions stream through windows of the training length (``window_bp``) tha
 (margin = window / 8); each window keeps its central part (the first and last of a region keep their outer
 edge), so memory does not grow with the genome. Bins made only of N get probability 0. RC averaging: the
 probabilities of the reverse-complemented input (for windows: bins reversed, strands swapped) are averaged in.
+Ensembles: runs of one task with the same classes and tokens (k, stride; tracks: window and bins) see the same
+batches; each member's probabilities come from its own task state (a track model's calibration), then are averaged.
 """
 
 from __future__ import annotations
@@ -57,8 +60,11 @@ class Predictor:
     about 1 s once torch's on-disk cache holds the graphs."""
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
-                 amp: bool = False, dist: Dist | None = None, compile: bool | None = False):
+                 amp: bool = False, dist: Dist | None = None, compile: bool | None = False,
+                 members: list[tuple[Encoder, Task]] | None = None):
         self.model, self.task, self.device = model, task, device
+        # (model, task) pairs whose probabilities are averaged; the first is (model, task)
+        self.members = members or [(model, task)]
         self.batch_size, self.max_tokens = batch_size, max_tokens
         self.amp = amp and device.type == "cuda"
         self.dist = dist or Dist()  # under torchrun: genome windows are shared out, rank 0 gets every result
@@ -68,7 +74,8 @@ class Predictor:
 
     def _compile(self) -> None:
         if not self.compiled:
-            self.model.compile_blocks()
+            for model, _ in self.members:
+                model.compile_blocks()
             self.compiled = True
 
     @property
@@ -77,16 +84,23 @@ class Predictor:
         return self.dist.main
 
     @torch.no_grad()
-    def outputs(self, ids: torch.Tensor, mask: torch.Tensor):
-        """The model's EncoderOutput for a batch, on the device (bf16 autocast on CUDA when the run trained so)."""
+    def outputs(self, ids: torch.Tensor, mask: torch.Tensor, model: Encoder | None = None):
+        """The EncoderOutput of ``model`` (default: the run's, an ensemble's first member) for a batch, on the
+        device (bf16 autocast on CUDA when the run trained so)."""
         padding = not bool(mask.all())  # on the host: the GPU's queue goes on
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
-            return self.model(ids.to(self.device, non_blocking=True), mask.to(self.device, non_blocking=True),
-                              padding=padding)
+            return (model or self.model)(ids.to(self.device, non_blocking=True),
+                                         mask.to(self.device, non_blocking=True), padding=padding)
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Probabilities on the device, float32."""
-        return self.task.probabilities(self.outputs(ids, mask)).float()
+        """Probabilities on the device, float32 (an ensemble's: the mean of its members')."""
+        if len(self.members) == 1:
+            return self.task.probabilities(self.outputs(ids, mask)).float()
+        total = None
+        for model, task in self.members:
+            probs = task.probabilities(self.outputs(ids, mask, model)).float()
+            total = probs if total is None else total.add_(probs)
+        return total.div_(len(self.members))
 
     def _window_probs(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None) -> torch.Tensor:
         """(B, T, 2) probabilities of a batch of windows; with ``bins`` (the windows' real bins) the batch holds
@@ -119,8 +133,10 @@ class Predictor:
         """(n, C) float64 log class probabilities: the logarithms of what ``sequence_probs`` gives, computed from
         the logits (log-softmax), so log-odds near certainty keep their digits."""
 
-        def log_probs(ids, mask):
-            return _finite(torch.log_softmax(self.outputs(ids, mask).logits.double(), -1).cpu().numpy())
+        def log_probs(ids, mask):  # an ensemble: the log of its members' mean probability
+            lp = torch.stack([torch.log_softmax(self.outputs(ids, mask, model).logits.double(), -1)
+                              for model, _ in self.members])
+            return _finite((torch.logsumexp(lp, 0) - np.log(len(self.members))).cpu().numpy())
 
         out = np.zeros((len(data), self.model.cfg.n_classes), dtype=np.float64)
         for indices, lp, rc in self._per_batch(data, rc_average, log_probs):
@@ -311,29 +327,66 @@ class Run:
         return value
 
 
-def load_run(run_dir: str | os.PathLike, device: str = "auto", *, batch_size: int | None = None,
-             distributed: bool = False, compile: bool | None = False) -> Run:
-    """The model of a run directory (best weights if training validated, else the last), in eval mode.
-    ``distributed``: under torchrun, join its process group and share genome windows out over the ranks.
-    ``compile``: run the blocks through torch.compile; None: for large genomes on CUDA (see ``Predictor``)."""
-    config = ckpt.read_run_config(run_dir)
-    dist = init_distributed(device) if distributed else Dist()
-    dev = pick_device(device, dist.local_rank)
+# what the members of an ensemble share: they must see the same batches and score the same classes
+ENSEMBLE_SHARED = {"sequence": ("k", "stride"), "track": ("k", "stride", "window_bp", "eval_bin_bp")}
+
+
+def _member(run_dir, config: RunConfig, dev: torch.device) -> tuple[Encoder, Task, Path, dict[str, str]]:
     task = get_task(config.task, config.train, config.task_state)
     model = Encoder(config.train.model)
     weights = ckpt.weights_for_inference(run_dir)
     meta = ckpt.load_weights(weights, model)
-    model = model.to(dev).eval()
+    what = "the best validated weights" if weights.name == ckpt.BEST else "the last weights (never validated)"
+    log.info("model: %s, %s (step %s) on %s", weights, what, meta.get("step", "?"), dev)
+    return model.to(dev).eval(), task, weights, meta
+
+
+def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
+    """An InputError naming the first run that cannot join the first one's ensemble, and why."""
+    first = configs[0]
+    for run_dir, config in zip(run_dirs[1:], configs[1:], strict=True):
+        why = None
+        if config.task != first.task:
+            why = f"a {config.task} model, {run_dirs[0]} a {first.task} model"
+        elif config.task_state.get("classes") != first.task_state.get("classes"):
+            why = f"classes {config.task_state.get('classes')}, {run_dirs[0]} {first.task_state.get('classes')}"
+        else:
+            for key in ENSEMBLE_SHARED[first.task]:
+                if getattr(config.train, key) != getattr(first.train, key):
+                    why = f"{key} {getattr(config.train, key)}, {run_dirs[0]} {getattr(first.train, key)}"
+                    break
+        if why:
+            raise InputError(run_dir, f"cannot join an ensemble with {run_dirs[0]}: {why}")
+
+
+def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_size: int | None = None,
+             distributed: bool = False, compile: bool | None = False) -> Run:
+    """The model of a run directory (best weights if training validated, else the last), in eval mode; a list of
+    run directories: their ensemble (see the module docstring), whose decision threshold is the mean of the ones
+    its members chose on validation (when all did).
+    ``distributed``: under torchrun, join its process group and share genome windows out over the ranks.
+    ``compile``: run the blocks through torch.compile; None: for large genomes on CUDA (see ``Predictor``)."""
+    run_dirs = list(run_dir) if isinstance(run_dir, list | tuple) else [run_dir]
+    if not run_dirs:
+        raise InputError(None, "no run directory given")
+    configs = [ckpt.read_run_config(d) for d in run_dirs]
+    _check_ensemble(run_dirs, configs)
+    config = configs[0]
+    dist = init_distributed(device) if distributed else Dist()
+    dev = pick_device(device, dist.local_rank)
+    members = [_member(d, c, dev) for d, c in zip(run_dirs, configs, strict=True)]
+    model, task, weights, _ = members[0]
     if batch_size is None:
         batch_size = config.train.batch_size
         if config.task == "track":  # genome windows: a batch of about WINDOW_BATCH_TOKENS tokens
             window_tokens = config.train.window_bp // config.train.stride
             batch_size = max(batch_size, WINDOW_BATCH_TOKENS[dev.type == "cuda"] // window_tokens)
     predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
-                          amp=config.train.amp, dist=dist, compile=compile)
-    what = "the best validated weights" if weights.name == ckpt.BEST else "the last weights (never validated)"
-    log.info("model: %s, %s (step %s) on %s", weights, what, meta.get("step", "?"), dev)
-    threshold = float(meta["threshold"]) if "threshold" in meta else None
+                          amp=config.train.amp, dist=dist, compile=compile, members=[m[:2] for m in members])
+    thresholds = [float(m[3]["threshold"]) for m in members if "threshold" in m[3]]
+    threshold = float(np.mean(thresholds)) if len(thresholds) == len(members) else None
+    if len(members) > 1:
+        log.info("an ensemble of %d runs: probabilities averaged", len(members))
     return Run(config, task, model, predictor, weights, threshold)
 
 

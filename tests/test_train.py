@@ -332,6 +332,79 @@ def test_model_directory_problems(tmp_path, gue_small):
     assert r.exit_code == 1 and "holds a run already" in r.output
 
 
+def test_ensembles_average_their_members(tmp_path, gue_small, genome_small):
+    """Several --model runs: every probability is the mean of the members' (a track member's own calibration);
+    runs that do not share classes and tokens are refused naming the run; an ensemble's report needs --out."""
+    from genolin.inference import load_run
+    from genolin.tasks import SequenceData
+
+    seq = [tmp_path / f"s{i}" for i in range(3)]
+    for i, out in enumerate(seq):
+        extra = ["--set", "k=3", "--set", "model.kmer_logits=0"] if i == 2 else []
+        r = run("train", "--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--out", out,
+                "--max-steps", 3, "--seed", i, *extra)
+        assert r.exit_code == 0, r.output
+    data_runs = [load_run(d, "cpu") for d in seq[:2]]
+    ensemble = load_run(seq[:2], "cpu")
+    data = ensemble.task.load_evaluation(csv_spec(gue_small / "dev.csv"))
+    assert isinstance(data, SequenceData)
+    singles = [r.predictor.sequence_probs(data, rc_average=True) for r in data_runs]
+    both = ensemble.predictor.sequence_probs(data, rc_average=True)
+    np.testing.assert_allclose(both, (singles[0] + singles[1]) / 2, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(singles[0], singles[1])
+    logs = ensemble.predictor.sequence_log_probs(data, rc_average=True)
+    np.testing.assert_allclose(np.exp(logs), both, rtol=1e-5, atol=1e-7)
+    assert ensemble.threshold == pytest.approx(np.mean([r.threshold for r in data_runs]))
+
+    r = run("evaluate", "--model", seq[0], "--model", seq[1], "--csv", gue_small / "dev.csv",
+            "--out", tmp_path / "ev")
+    assert r.exit_code == 0, r.output
+    from sklearn.metrics import roc_auc_score
+
+    labels = np.array([int(line.split(",")[1]) for line in (gue_small / "dev.csv").read_text().splitlines()[1:]])
+    metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert metrics["auroc"] == pytest.approx(roc_auc_score(labels, ensemble.predictor.sequence_probs(data)[:, 1]))
+    r = run("evaluate", "--model", seq[0], "--model", seq[1], "--csv", gue_small / "dev.csv")
+    assert r.exit_code == 2 and "needs --out" in r.output
+    r = run("predict", "--model", seq[0], "--model", seq[2], "--csv", gue_small / "dev.csv", "--out", tmp_path / "p")
+    assert r.exit_code == 1 and f"{seq[2]}: cannot join an ensemble with {seq[0]}: k 3, {seq[0]} 1" in r.output
+    assert not (tmp_path / "p").exists()
+    r = run("predict", "--model", seq[0], "--model", tmp_path / "missing", "--csv", gue_small / "dev.csv",
+            "--out", tmp_path / "p")
+    assert r.exit_code == 1 and "missing" in r.output and not (tmp_path / "p").exists()
+
+    tracks = [tmp_path / f"t{i}" for i in range(2)]
+    for i, out in enumerate(tracks):
+        r = run("train", "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed", "--out", out,
+                "--max-steps", 2, "--seed", i, "--config", genome_small / "tiny.yaml",
+                "--set", f"pos_weight={2 + 8 * i}")
+        assert r.exit_code == 0, r.output
+    singles = [load_run(d, "cpu") for d in tracks]
+    ensemble = load_run(tracks, "cpu")
+    genome = ensemble.task.load_evaluation(track_spec(genome_small)).data
+    regions = [("chrB", 0, 9_000), ("chrC", 0, 1_001)]
+
+    def probs(r):
+        return np.concatenate([p for _, _, p in r.predictor.region_probs(genome, regions, rc_average=True)])
+
+    one, two = (probs(r) for r in singles)
+    np.testing.assert_allclose(probs(ensemble), (one + two) / 2, rtol=1e-5, atol=1e-7)
+    assert not np.allclose(one, two)
+
+
+def csv_spec(path):
+    from genolin.config import DataSpec
+
+    return DataSpec("sequence", csv=str(path))
+
+
+def track_spec(folder):
+    """The small genome and its TSS."""
+    from genolin.config import DataSpec
+
+    return DataSpec("track", fasta=[str(folder / "g.fa")], tss=[str(folder / "tss.bed")])
+
+
 @pytest.mark.slow  # two processes, 10-15 s
 def test_distributed_two_processes_on_cpu(tmp_path, gue_small):
     """torchrun --nproc-per-node 2 with gloo and gradient accumulation (no all-reduce on the first micro-batch of

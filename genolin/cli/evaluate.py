@@ -6,7 +6,9 @@ import click
 
 
 @click.command(context_settings={"show_default": True})
-@click.option("--model", "model_dir", required=True, metavar="RUN_DIR", help="A run directory from genolin train.")
+@click.option("--model", "model_dirs", required=True, multiple=True, metavar="RUN_DIR",
+              help="A run directory from genolin train; repeated: an ensemble of runs (same task, classes and "
+                   "tokens) whose probabilities are averaged.")
 @click.option("--fasta", multiple=True, metavar="FASTA", help="Labelled FASTA (label= or --labels), or genome(s) "
                                                                "with --tss.")
 @click.option("--csv", metavar="CSV", help="Labelled CSV/TSV ('sequence' and 'label' columns).")
@@ -14,7 +16,8 @@ import click
 @click.option("--tss", multiple=True, metavar="BED",
               help="TSS BED for genome evaluation of a track model: once per --fasta (paired in order) or once for "
                    "all; metrics per genome and over all.")
-@click.option("--out", metavar="DIR", default=None, help="Report folder [default: RUN_DIR/evaluation].")
+@click.option("--out", metavar="DIR", default=None,
+              help="Report folder [default: RUN_DIR/evaluation; an ensemble needs --out].")
 @click.option("--rc-average/--no-rc-average", default=False, help="Average forward and reverse-complement "
                                                                   "predictions.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
@@ -26,14 +29,17 @@ import click
 @click.option("--held-out/--whole-genome", default=False,
               help="Tracks: score only the end of each contig that training held out (the training genome).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-def evaluate(model_dir, fasta, csv, labels, tss, out, rc_average, threshold, min_distance, held_out, device) -> None:
+def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, threshold, min_distance, held_out,
+             device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
     from genolin.config import DataSpec
     from genolin.evaluate import evaluate as run_evaluation
     from genolin.inference import load_run
 
-    run = load_run(model_dir, device)
+    if len(model_dirs) > 1 and out is None:
+        raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
+    run = load_run(list(model_dirs), device)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss))
-    run_evaluation(run, inputs, out or f"{model_dir}/evaluation", rc_average=rc_average,
+    run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=rc_average,
                    threshold=run.decision_threshold(threshold),
                    min_distance_bp=min_distance, held_out=held_out)

@@ -6,7 +6,9 @@ import click
 
 
 @click.command(context_settings={"show_default": True})
-@click.option("--model", "model_dir", required=True, metavar="RUN_DIR", help="A run directory from genolin train.")
+@click.option("--model", "model_dirs", required=True, multiple=True, metavar="RUN_DIR",
+              help="A run directory from genolin train; repeated: an ensemble of runs (same task, classes and "
+                   "tokens) whose probabilities are averaged.")
 @click.option("--fasta", multiple=True, metavar="FASTA", help="Sequences (sequence model) or genome(s) (track model).")
 @click.option("--csv", metavar="CSV", help="Sequences in a CSV/TSV 'sequence' column (sequence model).")
 @click.option("--out", required=True, metavar="OUT",
@@ -29,8 +31,8 @@ import click
               help="Run the model's blocks through torch.compile [default: on CUDA for genomes of >= 200 Mbp]. "
                    "On an H200 (base model, RC averaging) the model pipeline ran 5.2 -> 9.4 Mbp/s; compiling "
                    "takes about 10 s on a machine's first run, about 1 s once torch's cache holds it.")
-def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, contigs, min_distance, batch_size,
-            device, compile_model) -> None:
+def predict(model_dirs, fasta, csv, out, rc_average, threshold, track_format, contigs, min_distance,
+            batch_size, device, compile_model) -> None:
     """Predict promoters with a trained model."""
     import logging
 
@@ -42,7 +44,7 @@ def predict(model_dir, fasta, csv, out, rc_average, threshold, track_format, con
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
     # under torchrun the genome's windows are shared out over the processes
-    run = load_run(model_dir, device, batch_size=batch_size, distributed=True, compile=compile_model)
+    run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = PredictOptions(rc_average=rc_average, threshold=run.decision_threshold(threshold),
                              min_distance_bp=min_distance, track_format=track_format,
