@@ -6,7 +6,9 @@ prom_core_tata (70 bp), prom_300_tata (300 bp). For each task:
   on dev from a small grid, test MCC at 0.5;
 - genolin: `genolin train --csv train --val-csv dev --preset P` (model chosen on dev MCC) for each seed, then
   `genolin evaluate --model RUN --csv test` (both strands averaged for runs trained with RC augmentation); mean
-  and spread of test MCC over the seeds.
+  and spread of test MCC over the seeds; with ``--ensemble`` also the ensemble of a row's seeds
+  (`genolin evaluate --model RUN_SEED0 --model RUN_SEED1 ...`: their probabilities averaged), whose GPU minutes
+  are those of its runs together (trained at once with ``--jobs``).
 Prints test MCC x 100 beside published figures (issue 15's for prom_core_all; DNABERT-2's for the other three, see
 PUBLISHED) and writes PREFIX.json and PREFIX.md.
 
@@ -111,16 +113,21 @@ def genolin_run(args, task_dir: Path, seed: int, work: Path, variant: tuple[str,
                         "--preset", args.preset, "--device", args.device, "--seed", str(seed), *extra,
                         "--out", str(run)], check=True)
     train_s = time.perf_counter() - t0
-    out = run / "eval_test"
+    return {"seed": seed, **score_on_test(args, task_dir, [run], run / "eval_test"), "train_seconds": round(train_s, 1),
+            "run": str(run)}
+
+
+def score_on_test(args, task_dir: Path, runs: list[Path], out: Path) -> dict:
+    """Test MCC and AUROC of a run, or of the ensemble of several, by ``genolin evaluate``."""
     rc = args.rc_average
     if rc is None:  # auto: strand-averaged scoring for runs that trained with reverse complements
-        rc = json.loads((run / "config.json").read_text())["train"]["rc_prob"] > 0
-    subprocess.run([*py, "evaluate", "--model", str(run), "--csv", str(task_dir / "test.csv"),
+        rc = json.loads((runs[0] / "config.json").read_text())["train"]["rc_prob"] > 0
+    models = [a for r in runs for a in ("--model", str(r))]
+    subprocess.run([sys.executable, "-m", "genolin", "-q", "evaluate", *models, "--csv", str(task_dir / "test.csv"),
                     "--rc-average" if rc else "--no-rc-average", "--device", args.device, "--out", str(out)],
                    check=True)
     m = json.loads((out / "metrics.json").read_text())
-    return {"seed": seed, "test_mcc": m["mcc"], "test_auroc": m.get("auroc"), "train_seconds": round(train_s, 1),
-            "rc_average": rc}
+    return {"test_mcc": m["mcc"], "test_auroc": m.get("auroc"), "rc_average": rc}
 
 
 def parse_variants(args) -> list[tuple[str, list[str]]]:
@@ -150,6 +157,7 @@ def main() -> None:
     ap.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
                     help="score test with forward and reverse-complement predictions averaged (default: for runs "
                          "trained with reverse complements, rc_prob > 0)")
+    ap.add_argument("--ensemble", action="store_true", help="also score the ensemble of each row's seeds")
     ap.add_argument("--no-genolin", dest="genolin", action="store_false", help="the baseline only")
     ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
     ap.add_argument("--out", default="benchmarks/results/gue_promoters", help="output prefix")
@@ -178,6 +186,12 @@ def main() -> None:
             row["genolin"].append(r)
             print(f"{row['task']:17s} {row['mixer']:15s} seed {seed} test MCC x100 {100 * r['test_mcc']:6.2f} "
                   f"({r['train_seconds']:.0f} s)", flush=True)
+        if args.ensemble and len(row["genolin"]) > 1:
+            runs = [Path(g["run"]) for g in row["genolin"]]
+            row["ensemble"] = score_on_test(args, Path(args.gue) / row["task"], runs,
+                                            runs[0].with_name(runs[0].name.rsplit("_seed", 1)[0] + "_ensemble"))
+            print(f"{row['task']:17s} {row['mixer']:15s} ensemble of {len(runs)} seeds test MCC x100 "
+                  f"{100 * row['ensemble']['test_mcc']:6.2f}", flush=True)
     pool.shutdown()
 
     import torch
@@ -197,9 +211,9 @@ def main() -> None:
              f"{meta['device']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin {meta['genolin']}; preset "
              f"{args.preset}, seeds {args.seeds}" + (f", {args.max_minutes} min per run" if args.max_minutes else ""),
              "", f"`{meta['command']}`", "",
-             "| task | mixer | genolin (mean +- sd over seeds) | k-mer LR (C on dev) | genolin - LR "
-             "| train s per seed | " + " | ".join(f"{n} (published)" for n in names) + " |",
-             "|---|---|---:|---:|---:|---:|" + "---:|" * len(names)]
+             "| task | mixer | genolin (mean +- sd over seeds) | ensemble of the seeds | k-mer LR (C on dev) "
+             "| genolin - LR | train s per seed | " + " | ".join(f"{n} (published)" for n in names) + " |",
+             "|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(names)]
     for r in rows:
         lr = 100 * r["baseline"]["test_mcc"]
         mccs = [100 * g["test_mcc"] for g in r["genolin"]]
@@ -211,7 +225,9 @@ def main() -> None:
         else:
             ours = diff = secs = ""
         pub = [str(PUBLISHED.get(r["task"], {}).get(n, "")) for n in names]
-        lines.append(f"| {r['task']} | {r['mixer']} | {ours} | {lr:.2f} | {diff} | {secs} | " + " | ".join(pub) + " |")
+        ens = f"{100 * r['ensemble']['test_mcc']:.2f}" if "ensemble" in r else ""
+        lines.append(f"| {r['task']} | {r['mixer']} | {ours} | {ens} | {lr:.2f} | {diff} | {secs} | "
+                     + " | ".join(pub) + " |")
     Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
