@@ -83,7 +83,10 @@ class Trainer:
         self.model = Encoder(self.cfg.model)
         self.fitted_at_start = not resume and self.task.init_model(self.model)
         self.model = self.model.to(self.device)
+        self._budget_before = None
         if self.cfg.compile and self.device.type == "cuda":
+            if self.cfg.compile_memory_budget is not None:  # restored by close()
+                self._budget_before = Encoder.set_activation_memory_budget(self.cfg.compile_memory_budget)
             self.model.compile_blocks()
         elif self.cfg.compile:  # on a CPU the compiler's start-up (tens of seconds) outweighs what it saves
             log.warning("compile: CUDA only; the blocks run uncompiled on %s", self.device)
@@ -115,6 +118,9 @@ class Trainer:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+        if self._budget_before is not None:
+            Encoder.set_activation_memory_budget(self._budget_before)
+            self._budget_before = None
         self.dist.close()
 
     # -- the run directory ---------------------------------------------------------------------------------------

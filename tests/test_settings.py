@@ -23,9 +23,10 @@ def train(tmp_path, *args, yaml_text=None):
 def test_values_take_their_fields_types():
     cfg = make_config("track", "tiny", parse_settings(["lr=1e-3", "max_tokens=1_000", "model.dropout=0",
                                                        "patience=3.0", "amp=no", "pos_weight=null",
-                                                       "compile=yes"]))
+                                                       "compile=yes", "compile_memory_budget=0.13"]))
     assert cfg.lr == 0.001 and cfg.max_tokens == 1000 and cfg.model.dropout == 0.0 and cfg.patience == 3
     assert cfg.compile is True and make_config("track", "tiny", []).compile is False
+    assert cfg.compile_memory_budget == 0.13 and make_config("track", "tiny", []).compile_memory_budget is None
     assert cfg.amp is False and cfg.pos_weight is None and isinstance(cfg.model.dropout, float)
     assert make_config("track", "tiny", [Setting("k", "5", "x.yaml", 2)]).k == 5
 
