@@ -147,7 +147,7 @@ class Trainer:
                 rule = "f1" if "f1" in chosen else "mcc"
                 best_meta.update({"threshold": repr(chosen["value"]), f"threshold_{rule}": repr(chosen[rule])})
         best_weights = None
-        if best_meta is not None:
+        if best_meta is not None and self.cfg.ema_decay:  # best.safetensors: the averaged weights
             with self.averaged_weights():
                 best_weights = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
         ckpt.save_checkpoint(self.out, self.model, self.optimizer, self.state, meta=meta, best_meta=best_meta,
