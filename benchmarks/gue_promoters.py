@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
+GENOLIN = [sys.executable, "-m", "genolin", "-q"]  # the CLI, as a subprocess
 TASKS = ("prom_core_all", "prom_core_notata", "prom_core_tata", "prom_300_tata")
 PUBLISHED = {  # test MCC x 100: prom_core_all as quoted in issue 15; DNABERT-2 on the other three from the
     # DNABERT-2 paper's GUE table (Zhou et al., ICLR 2024) as recalled here, not re-checked against the paper
@@ -103,13 +104,12 @@ def genolin_run(args, task_dir: Path, seed: int, work: Path, variant: tuple[str,
     ``work`` (best.safetensors there) is only scored."""
     label, settings = variant
     run = work / f"{task_dir.name}_{label + '_' if label != 'preset' else ''}seed{seed}"
-    py = [sys.executable, "-m", "genolin", "-q"]
     t0 = time.perf_counter()
     if not (run / "best.safetensors").exists():
         extra = [a for kv in [*args.set, *settings] for a in ("--set", kv)]
         if args.max_minutes:
             extra += ["--max-minutes", str(args.max_minutes)]
-        subprocess.run([*py, "train", "--csv", str(task_dir / "train.csv"), "--val-csv", str(task_dir / "dev.csv"),
+        subprocess.run([*GENOLIN, "train", "--csv", str(task_dir / "train.csv"), "--val-csv", str(task_dir / "dev.csv"),
                         "--preset", args.preset, "--device", args.device, "--seed", str(seed), *extra,
                         "--out", str(run)], check=True)
     train_s = time.perf_counter() - t0
@@ -123,7 +123,7 @@ def score_on_test(args, task_dir: Path, runs: list[Path], out: Path) -> dict:
     if rc is None:  # auto: strand-averaged scoring for runs that trained with reverse complements
         rc = json.loads((runs[0] / "config.json").read_text())["train"]["rc_prob"] > 0
     models = [a for r in runs for a in ("--model", str(r))]
-    subprocess.run([sys.executable, "-m", "genolin", "-q", "evaluate", *models, "--csv", str(task_dir / "test.csv"),
+    subprocess.run([*GENOLIN, "evaluate", *models, "--csv", str(task_dir / "test.csv"),
                     "--rc-average" if rc else "--no-rc-average", "--device", args.device, "--out", str(out)],
                    check=True)
     m = json.loads((out / "metrics.json").read_text())
