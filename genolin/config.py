@@ -62,6 +62,10 @@ class TrainConfig:
     # min(d, (1 + t) / (10 + t))): validation, best.safetensors and so evaluate/predict use the average; 0: off
     ema_decay: float = 0.0
     rc_prob: float = 0.5
+    # masked-token prediction beside the task's loss (genolin.tasks.masking): loss += mlm_weight x the masked
+    # tokens' cross-entropy, tokens chosen with probability mlm_prob (spans of ceil(k / stride)); 0: off
+    mlm_weight: float = 0.0
+    mlm_prob: float = 0.15
     max_shift_bp: int = 3  # sequence task: up to this many leading bases dropped at random
     class_weighting: bool = True
     pos_weight: float | None = None  # track: None = balance the training positive rate
@@ -200,6 +204,7 @@ RULES: dict[str, tuple] = {
     "ema_decay": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "compile_memory_budget": (lambda v: 0 < v <= 1, "above 0 and at most 1"),
     "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
+    "mlm_prob": (lambda v: 0 < v < 1, "between 0 and 1 (exclusive)"),
     "model.dropout": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "model.mlp_ratio": (lambda v: 0 < v <= 64, "above 0 and at most 64"),
     "model.n_classes": (lambda v: v >= 0, "0 or more"),
@@ -208,8 +213,8 @@ RULES: dict[str, tuple] = {
     "model.vocab_size": (lambda v: v >= 1, "1 or more"),
     **{k: (lambda v: v > 0, "above 0") for k in ("lr", "clip", "max_minutes", "pos_weight", "model.eps")},
     **{k: (lambda v: v >= 0, "0 or more") for k in ("tolerance_bins", "weight_decay", "warmup_steps", "max_shift_bp",
-                                                    "focal_gamma", "patience", "seed", "model.favor_redraw_interval",
-                                                    "model.max_len")},
+                                                    "mlm_weight", "focal_gamma", "patience", "seed",
+                                                    "model.favor_redraw_interval", "model.max_len")},
     **{k: (lambda v: v >= 1, "1 or more") for k in (
         "stride", "window_bp", "windows_per_epoch", "eval_bin_bp", "steps", "val_every_steps", "epochs", "max_steps",
         "batch_size", "max_tokens", "grad_accum", "model.d_model", "model.n_layers", "model.n_heads",

@@ -45,8 +45,9 @@ from genolin.config import DataSpec, TrainConfig
 from genolin.device import init_distributed, pick_device
 from genolin.errors import InputError
 from genolin.inference import Predictor
-from genolin.model import Encoder
+from genolin.model import Encoder, kmer_profile
 from genolin.tasks import get_task
+from genolin.tasks.masking import mask_tokens, masked_token_loss
 
 log = logging.getLogger(__name__)
 
@@ -204,12 +205,20 @@ class Trainer:
         cfg = self.cfg
         torch.manual_seed(cfg.seed * 1_000_003 + self.state["step"] * 131 + b % cfg.grad_accum)
         batch = self.task.collate(items, np.random.default_rng([cfg.seed, epoch, b])).to(self.device)
+        ids, chosen, extra = batch.ids, None, {}
+        if cfg.mlm_weight > 0:
+            ids, chosen = mask_tokens(batch.ids, batch.mask, cfg.mlm_prob, k=cfg.k, stride=cfg.stride)
+            if self.model.kmer_linear is not None:  # the k-mer term counts the sequence as it is
+                extra["profile"] = kmer_profile(batch.ids, self.model.cfg.kmer_logits)
         no_sync = self.net.no_sync() if self.dist.world > 1 and not sync else contextlib.nullcontext()
         amp = cfg.amp and self.device.type == "cuda"
         with no_sync:
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                out = self.net(batch.ids, batch.mask)
+                out = self.net(ids, batch.mask, **extra)
             loss = self.task.loss(out, batch)
+            if chosen is not None:
+                loss = loss + cfg.mlm_weight * masked_token_loss(out.hidden, self.model.embed.weight, batch.ids,
+                                                                 chosen)
             (loss / cfg.grad_accum).backward()
         return loss.item(), batch.n_tokens
 

@@ -172,11 +172,12 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     assert held["plus"]["n"] == (60_000 - 54_000) // 50 + (9_000 - 8_100) // 50 + 3
 
 
-@pytest.mark.parametrize("ema", [0.0, 0.8])
-def test_resume_equals_uninterrupted(tmp_path, gue_small, ema):
+@pytest.mark.parametrize("ema, mlm", [(0.0, 0.0), (0.8, 0.0), (0.0, 0.5)])
+def test_resume_equals_uninterrupted(tmp_path, gue_small, ema, mlm):
     common = ["--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--epochs", 2,
               "--config", tmp_path / "c.yaml"]
-    (tmp_path / "c.yaml").write_text(f"batch_size: 50\nd_model: 32\nn_layers: 1\ndropout: 0.2\nema_decay: {ema}\n")
+    (tmp_path / "c.yaml").write_text(f"batch_size: 50\nd_model: 32\nn_layers: 1\ndropout: 0.2\nema_decay: {ema}\n"
+                                     f"mlm_weight: {mlm}\n")
     assert run("train", *common, "--out", tmp_path / "a").exit_code == 0
     r = run("train", *common, "--out", tmp_path / "b", "--max-steps", 8)  # stops inside epoch 2
     assert r.exit_code == 0, r.output
@@ -235,6 +236,69 @@ def test_weight_average_follows_its_definition(tmp_path, gue_small):
     for n in names:
         torch.testing.assert_close(best[n], expected[n], rtol=1e-6, atol=1e-7)
         assert torch.equal(last[n], trained[n]), n
+
+
+@pytest.mark.parametrize("k, stride", [(1, 1), (3, 1), (6, 2), (4, 4)])
+def test_mask_tokens_chooses_spans_of_real_kmers(k, stride):
+    """Spans of ceil(k / stride) tokens, only real k-mers (never padding or [UNK]); of the chosen 80 % [MASK],
+    10 % random k-mers, 10 % unchanged; the tokens not chosen are untouched."""
+    import math
+
+    import torch
+
+    from genolin.tasks.masking import mask_tokens
+    from genolin.tokenize import MASK, N_SPECIAL, UNK
+
+    g = torch.Generator().manual_seed(k * 10 + stride)
+    ids = torch.randint(N_SPECIAL, N_SPECIAL + 4**k, (64, 301), generator=g)
+    ids[:, 250:] = 0  # padding
+    ids[::7, 100:110] = UNK
+    mask = ids != 0
+    corrupted, chosen = mask_tokens(ids, mask, 0.15, k=k, stride=stride, generator=g)
+    real = mask & (ids >= N_SPECIAL)
+    assert not (chosen & ~real).any()
+    assert torch.equal(corrupted[~chosen], ids[~chosen])
+    share = chosen.sum().item() / real.sum().item()
+    assert 0.11 < share < 0.16, share  # prob 0.15, less the overlap of spans
+    span = math.ceil(k / stride)
+    if span > 1:  # every run of chosen tokens is at least a span long, except at the end (rows without [UNK])
+        c = chosen[torch.arange(64) % 7 != 0, :240]
+        runs = torch.diff(torch.nn.functional.pad(c.int(), (1, 1)), dim=1)
+        starts, ends = (runs == 1).nonzero(), (runs == -1).nonzero()
+        lengths = ends[:, 1] - starts[:, 1]
+        interior = (starts[:, 1] > 0) & (ends[:, 1] < 240)
+        assert lengths[interior].min().item() >= span
+    n = chosen.sum().item()
+    masked = (corrupted[chosen] == MASK).sum().item() / n
+    kept = (corrupted[chosen] == ids[chosen]).sum().item() / n  # includes random draws of the same k-mer
+    assert 0.76 < masked < 0.84 and 0.07 < kept < 0.14, (masked, kept)
+    assert (corrupted[chosen] >= N_SPECIAL).sum().item() / n > 0.16  # random k-mers plus unchanged
+
+
+def test_masked_token_loss_is_cross_entropy_against_the_embedding():
+    import torch
+
+    from genolin.tasks.masking import masked_token_loss
+    from genolin.tokenize import N_SPECIAL
+
+    g = torch.Generator().manual_seed(3)
+    hidden = torch.randn(3, 17, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    table = torch.randn(N_SPECIAL + 16, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    ids = torch.randint(N_SPECIAL, N_SPECIAL + 16, (3, 17), generator=g)
+    chosen = torch.rand(3, 17, generator=g) < 0.3
+    loss = masked_token_loss(hidden, table, ids, chosen)
+    terms = []
+    for b, t in chosen.nonzero().tolist():
+        logits = torch.stack([hidden[b, t] @ table[N_SPECIAL + j] for j in range(16)])
+        terms.append(torch.logsumexp(logits, 0) - logits[ids[b, t] - N_SPECIAL])
+    reference = torch.stack(terms).mean()
+    torch.testing.assert_close(loss.double(), reference, rtol=1e-5, atol=1e-6)
+    grads = torch.autograd.grad(loss, (hidden, table))
+    ref_grads = torch.autograd.grad(reference, (hidden, table))
+    for a, b in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-6)
+    nothing = masked_token_loss(hidden, table, ids, torch.zeros_like(chosen))
+    assert nothing.item() == 0.0 and nothing.requires_grad
 
 
 def test_reverse_complement_window_mirrors_targets():
