@@ -145,13 +145,14 @@ class Predictor:
 
     # -- genome regions --------------------------------------------------------------------------------------
     def region_probs(self, data: TrackData, regions: list[tuple[str, int, int]], *, rc_average: bool = False,
-                     progress: bool | None = None) -> Iterator[Piece]:
+                     progress: bool | None = None, shared: bool = True) -> Iterator[Piece]:
         """Pieces covering bins a // stride .. ceil(b / stride) of every region (contig, a, b), in order (under
-        torchrun: on rank 0; the other ranks compute their share and yield nothing)."""
+        torchrun with ``shared``: on rank 0, the other ranks computing their share and yielding nothing; without:
+        this process computes and yields every region)."""
         if self.compile is None and self.device.type == "cuda" and sum(b - a for _, a, b in regions) >= COMPILE_AUTO_BP:
             log.info("compiling the model (torch.compile) for a genome of >= %.0f Mbp", COMPILE_AUTO_BP / 1e6)
             self._compile()
-        if self.dist.world > 1:
+        if self.dist.world > 1 and shared:
             yield from self._region_probs_shared(data, regions, rc_average, progress)
             return
         plan = self._plan(data, regions)

@@ -190,14 +190,44 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
     assert not any(np.isnan(v).any() for v in got.values())
 
 
-def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, two_contigs):
-    """`torchrun --nproc-per-node 2 -m genolin predict` (gloo on CPU): batches shared out over the ranks (an odd
-    number of batches, so one rank idles in the last round), rank 0 writes; the files equal one process's."""
+@pytest.fixture(scope="module")
+def four_contigs(tmp_path_factory, two_contigs):
+    """two_contigs' and two more (8 kb each): 35,001 bp that cut into two runs of contigs within 15 % of even."""
+    from conftest import ECOLI_BGZ
+
+    (rec,) = read_fasta(ECOLI_BGZ)
+    d = tmp_path_factory.mktemp("four")
+    extra = {"chrC": rec.seq[100_000:108_000].decode(), "chrD": rec.seq[200_000:208_000].decode()}
+    (d / "g.fa").write_text(two_contigs[0].read_text() + "".join(f">{c}\n{s}\n" for c, s in extra.items()))
+    return d / "g.fa", {**two_contigs[1], **{c: len(s) for c, s in extra.items()}}
+
+
+def test_contig_shards_cut_at_the_contig_nearest_an_even_share():
+    from genolin.tasks.track import contig_shards
+
+    regions = [("a", 0, 12_000), ("b", 0, 7_001), ("c", 0, 8_000), ("d", 0, 8_000)]
+    assert contig_shards(regions, 2) == [regions[:2], regions[2:]]
+    assert contig_shards(regions, 1) is None and contig_shards(regions, 5) is None
+    assert contig_shards(regions[:2], 2) is None  # 12,000 of 19,001: 26 % over an even share
+    assert contig_shards(regions[:2], 2, tolerance=0.3) == [regions[:1], regions[1:2]]
+    many = [(str(i), 0, 1_000 + 10 * i) for i in range(30)]
+    shards = contig_shards(many, 3)
+    assert [r for s in shards for r in s] == many and len(shards) == 3
+    loads = [sum(b for _, _, b in s) for s in shards]
+    assert max(loads) - min(loads) <= 2 * 1_300
+
+
+@pytest.mark.parametrize("genome, how", [("two_contigs", "batches"), ("four_contigs", "contigs")])
+def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, how, request):
+    """`torchrun --nproc-per-node 2 -m genolin predict` (gloo on CPU), the files equal one process's. Two contigs
+    of 12 and 7 kb: batches shared out over the ranks (an odd number of batches, so one rank idles in the last
+    round), rank 0 writes. Four contigs: each rank predicts and writes a run of contigs, rank 0 appends rank 1's
+    part (promoters renumbered) and removes it."""
     import os
     import subprocess
     import sys
 
-    fasta, _ = two_contigs
+    fasta, _ = request.getfixturevalue(genome)
     args = ["-q", "predict", "--model", str(V1_TRACK), "--fasta", str(fasta), "--device", "cpu", "--rc-average",
             "--batch-size", "2", "--threshold", "0.0"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -209,11 +239,17 @@ def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, two_contig
                          text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     shared = [line for line in two.stderr.splitlines() if "shared over 2 processes" in line]
-    assert len(shared) == 1 and int(shared[0].split(" batches")[0].split()[-1]) % 2 == 1, two.stderr[-3000:]
+    if how == "batches":
+        assert len(shared) == 1 and int(shared[0].split(" batches")[0].split()[-1]) % 2 == 1, two.stderr[-3000:]
+    else:
+        assert len(shared) == 1 and "contigs shared" in shared[0], two.stderr[-3000:]
+        assert "19,001, 16,000 bp each" in shared[0]  # chrA + chrB (N included), chrC + chrD
     for suffix in ("plus.bedGraph", "minus.bedGraph", "peaks.bed"):
         a = (tmp_path / f"one.{suffix}").read_text().splitlines()
         b = (tmp_path / f"two.{suffix}").read_text().splitlines()
-        assert a[1:] == b[1:] and len(a) > 2, suffix
+        assert a[1:] == b[1:] and len(a) > 2 and b[0] == a[0].replace("one", "two"), suffix  # headers: the names
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"{w}.{s}" for w in ("one", "two") for s in ("plus.bedGraph", "minus.bedGraph", "peaks.bed"))
 
 
 def test_bigwig_that_cannot_be_written_is_one_clear_error(tmp_path, two_contigs):

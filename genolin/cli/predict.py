@@ -35,6 +35,7 @@ def predict(model_dirs, fasta, csv, out, rc_average, threshold, track_format, co
             batch_size, device, compile_model) -> None:
     """Predict promoters with a trained model."""
     import logging
+    import time
 
     from genolin.config import DataSpec
     from genolin.inference import load_run
@@ -49,7 +50,10 @@ def predict(model_dirs, fasta, csv, out, rc_average, threshold, track_format, co
     options = PredictOptions(rc_average=rc_average, threshold=run.decision_threshold(threshold),
                              min_distance_bp=min_distance, track_format=track_format,
                              contigs=tuple(contigs))
+    t0 = time.perf_counter()
     try:
-        logging.getLogger("genolin").info("%s", run_prediction(run, inputs, out, options))
+        log = logging.getLogger("genolin")
+        log.info("%s", run_prediction(run, inputs, out, options))
+        log.info("%.2f s after the model was loaded", time.perf_counter() - t0)
     finally:
         run.predictor.dist.close()

@@ -119,8 +119,9 @@ class BedGraphWriter:
     given (at most ``in_flight`` stretches at once), and the runs that meet at a stretch's ends are joined here, in
     order. Use as a context manager: leaving the block cleanly writes everything (on an error it is dropped)."""
 
-    def __init__(self, fh, name: str, color: str, batch_bins: int = 1 << 16, pool: Executor | None = None,
+    def __init__(self, fh, name: str | None, color: str, batch_bins: int = 1 << 16, pool: Executor | None = None,
                  in_flight: int = 8):
+        """``name`` None: no track line (a part that goes after a file that has one)."""
         self.fh, self.pool, self.in_flight = fh, pool, in_flight
         self.stretches = Stretches(batch_bins)
         self.formatting: collections.deque = collections.deque()  # format_bins results (or futures), in order
@@ -128,8 +129,9 @@ class BedGraphWriter:
         self._out: queue.Queue = queue.Queue(16)  # bytes for the writing thread (with a pool)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        fh.write(f'track type=bedGraph name="{name}" color={color} visibility=full autoScale=off '
-                 f"viewLimits=0:1\n".encode())
+        if name is not None:
+            fh.write(f'track type=bedGraph name="{name}" color={color} visibility=full autoScale=off '
+                     f"viewLimits=0:1\n".encode())
 
     def __enter__(self) -> BedGraphWriter:
         return self

@@ -30,6 +30,7 @@ probability is >= threshold and the highest within +- min_distance bp on its str
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -541,13 +542,10 @@ class TrackTask(Task):
     # -- outputs -----------------------------------------------------------------------------------------------
     def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions) -> str:
         """OUT.plus / OUT.minus (.bedGraph, or .bw with track_format "bigwig") and OUT.peaks.bed for every contig
-        of the genome(s)."""
-        import contextlib
-
-        from genolin.io.atomic import atomic_open
-        from genolin.io.bedgraph import BedGraphWriter, format_pool
-        from genolin.io.bigwig import BackgroundBigWigWriter
-
+        of the genome(s). Under torchrun, bedGraph output from a genome whose contigs split into one run of contigs
+        per rank with loads within 15 % of even (``contig_shards``): each rank predicts and writes its contigs,
+        rank 0 appends the other ranks' parts to its files; otherwise windows are shared out and rank 0 writes
+        everything (``Predictor.region_probs``)."""
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
         if options.track_format not in TRACK_FORMATS:
@@ -565,48 +563,144 @@ class TrackTask(Task):
                 raise InputError(inputs.fasta[0], f"no contig {missing[0]!r} (--contig); its contigs: "
                                                   f"{', '.join(names[:5])}{', ...' if len(names) > 5 else ''}")
             regions = [r for r in regions if r[0] in set(options.contigs)]
+        world = predictor.dist.world
+        shards = contig_shards(regions, world) if world > 1 and options.track_format == "bedgraph" else None
+        if shards is not None:
+            log.info("contigs shared over %d processes: %s bp each", world,
+                     ", ".join(f"{sum(b - a for _, a, b in s):,}" for s in shards))
+            return self._predict_shard(predictor, data, shards, str(out), options)
         if not predictor.writes:  # a torchrun rank other than 0: its share of the windows, nothing written
             for _ in predictor.region_probs(data, regions, rc_average=options.rc_average, progress=False):
                 pass
             return "windows computed for rank 0"
-        stride, prefix = self.cfg.stride, str(out)
+        paths = self._paths(str(out), options)
+        with self._outputs(data, paths, str(out), options) as (writers, fb):
+            n_bins, n_peaks = self._write(predictor, data, regions, writers, fb, options)
+        return (f"{len(regions)} contig(s), {n_bins} bins, {n_peaks} promoters called -> {paths[0]}, {paths[1]}, "
+                f"{out}.peaks.bed")
+
+    def _paths(self, prefix: str, options: PredictOptions) -> list[str]:
+        return [f"{prefix}.{strand}.{TRACK_FORMATS[options.track_format]}" for strand in self.strands]
+
+    @contextlib.contextmanager
+    def _outputs(self, data: TrackData, paths: list[str], prefix: str, options: PredictOptions, *,
+                 headers: bool = True):
+        """(per-strand writers, the peaks file) of ``predict``, each written under a temporary name and renamed
+        when the block succeeds; ``headers``: the track lines (the parts of other ranks go without)."""
+        from genolin.io.atomic import atomic_open
+        from genolin.io.bedgraph import BedGraphWriter, format_pool
+        from genolin.io.bigwig import BackgroundBigWigWriter
+
         name = Path(prefix).name
-        distance_bins = options.min_distance_bp // stride
-        n_peaks, n_bins = 0, 0
-        paths = [f"{prefix}.{strand}.{TRACK_FORMATS[options.track_format]}" for strand in self.strands]
         with contextlib.ExitStack() as stack:
             if options.track_format == "bigwig":
                 writers = [stack.enter_context(BackgroundBigWigWriter(p, data.lengths)) for p in paths]
             else:  # lines formatted by a process pool on machines with cores to spare (format_workers)
                 pool = stack.enter_context(format_pool())
                 writers = [stack.enter_context(BedGraphWriter(stack.enter_context(atomic_open(p, "wb")),
-                                                              f"{name} {sign} strand", color, pool=pool))
+                                                              f"{name} {sign} strand" if headers else None, color,
+                                                              pool=pool))
                            for p, sign, color in zip(paths, "+-", ("200,30,30", "30,30,200"), strict=True)]
             fb = stack.enter_context(atomic_open(prefix + ".peaks.bed"))
-            fb.write(f'track name="{name} promoters" description="genolin calls, threshold {options.threshold}" '
-                     f"useScore=1\n")
-            callers = (PeakCaller(options.threshold, distance_bins), PeakCaller(options.threshold, distance_bins))
-            contig_peaks: list[tuple[int, float, str]] = []
-            current = None
-            for contig, first, probs in predictor.region_probs(data, regions, rc_average=options.rc_average,
-                                                               progress=options.progress):
-                if contig != current:
-                    current, contig_peaks = contig, []
-                    for c in callers:
-                        c.reset()
-                length = data.lengths[contig]
-                final = first + len(probs) == -(-length // stride)
-                for strand in range(2):
-                    writers[strand].add(contig, first, probs[:, strand], stride, length)
-                    contig_peaks += [(b, p, "+-"[strand])
-                                     for b, p in callers[strand].feed(first, probs[:, strand], final=final)]
-                n_bins += len(probs)
-                if final:
-                    for w in writers:
-                        w.flush()
-                    fb.write("".join(f"{contig}\t{b * stride}\t{min((b + 1) * stride, length)}\tpromoter_{n}\t"
-                                     f"{min(1000, int(round(1000 * p)))}\t{strand}\n"
-                                     for n, (b, p, strand) in enumerate(sorted(contig_peaks), start=n_peaks + 1)))
-                    n_peaks += len(contig_peaks)
-        return (f"{len(regions)} contig(s), {n_bins} bins, {n_peaks} promoters called -> {paths[0]}, {paths[1]}, "
-                f"{prefix}.peaks.bed")
+            if headers:
+                fb.write(f'track name="{name} promoters" description="genolin calls, threshold '
+                         f'{options.threshold}" useScore=1\n')
+            yield writers, fb
+
+    def _write(self, predictor, data: TrackData, regions: list[Region], writers, fb, options: PredictOptions, *,
+               shared: bool = True) -> tuple[int, int]:
+        """Predict ``regions`` into the strands' writers and the peaks file; (bins, promoters called).
+        ``shared``: under torchrun, the windows are shared out over the ranks (False: this rank does them all)."""
+        stride = self.cfg.stride
+        distance_bins = options.min_distance_bp // stride
+        n_peaks, n_bins = 0, 0
+        callers = (PeakCaller(options.threshold, distance_bins), PeakCaller(options.threshold, distance_bins))
+        contig_peaks: list[tuple[int, float, str]] = []
+        current = None
+        for contig, first, probs in predictor.region_probs(data, regions, rc_average=options.rc_average,
+                                                           progress=options.progress, shared=shared):
+            if contig != current:
+                current, contig_peaks = contig, []
+                for c in callers:
+                    c.reset()
+            length = data.lengths[contig]
+            final = first + len(probs) == -(-length // stride)
+            for strand in range(2):
+                writers[strand].add(contig, first, probs[:, strand], stride, length)
+                contig_peaks += [(b, p, "+-"[strand])
+                                 for b, p in callers[strand].feed(first, probs[:, strand], final=final)]
+            n_bins += len(probs)
+            if final:
+                for w in writers:
+                    w.flush()
+                fb.write("".join(f"{contig}\t{b * stride}\t{min((b + 1) * stride, length)}\tpromoter_{n}\t"
+                                 f"{min(1000, int(round(1000 * p)))}\t{strand}\n"
+                                 for n, (b, p, strand) in enumerate(sorted(contig_peaks), start=n_peaks + 1)))
+                n_peaks += len(contig_peaks)
+        return n_bins, n_peaks
+
+    def _predict_shard(self, predictor, data: TrackData, shards: list[list[Region]], prefix: str,
+                       options: PredictOptions) -> str:
+        """torchrun, one run of contigs per rank: ranks above 0 write their parts (no headers) into a folder
+        beside the output; rank 0 writes its own contigs into the outputs, waits for the others (a barrier) and
+        appends their parts in rank order, the promoters renumbered to follow its own."""
+        import shutil
+
+        dist, rank = predictor.dist, predictor.dist.rank
+        parts = Path(prefix).parent / f".{Path(prefix).name}.genolin-parts"
+
+        def part(r: int) -> str:
+            return str(parts / f"rank{r}")
+
+        if rank > 0:
+            parts.mkdir(parents=True, exist_ok=True)
+            with self._outputs(data, self._paths(part(rank), options), part(rank), options, headers=False) as (w, fb):
+                n_bins, n_peaks = self._write(predictor, data, shards[rank], w, fb,
+                                              dataclasses.replace(options, progress=False), shared=False)
+            dist.barrier(predictor.device)
+            return f"rank {rank}: {len(shards[rank])} contig(s), {n_bins} bins, {n_peaks} promoters, for rank 0"
+        paths = self._paths(prefix, options)
+        try:
+            with self._outputs(data, paths, prefix, options) as (writers, fb):
+                n_bins, n_peaks = self._write(predictor, data, shards[0], writers, fb, options, shared=False)
+                for w in writers:
+                    w.close()  # everything of rank 0 written before the other parts go after it
+                dist.barrier(predictor.device)
+                for r in range(1, len(shards)):
+                    for strand, w in enumerate(writers):
+                        with open(self._paths(part(r), options)[strand], "rb") as src:
+                            shutil.copyfileobj(src, w.fh, 1 << 24)
+                    with open(part(r) + ".peaks.bed") as src:
+                        for line in src:
+                            cols = line.split("\t")
+                            n_peaks += 1
+                            cols[3] = f"promoter_{n_peaks}"
+                            fb.write("\t".join(cols))
+                    n_bins += sum(-(-b // self.cfg.stride) - a // self.cfg.stride for _, a, b in shards[r])
+        finally:
+            shutil.rmtree(parts, ignore_errors=True)
+        n_regions = sum(len(s) for s in shards)
+        return (f"{n_regions} contig(s) over {len(shards)} processes, {n_bins} bins, {n_peaks} promoters called -> "
+                f"{paths[0]}, {paths[1]}, {prefix}.peaks.bed")
+
+
+def contig_shards(regions: list[Region], world: int, tolerance: float = 0.15) -> list[list[Region]] | None:
+    """``regions`` cut into ``world`` runs of whole regions in their order, each cut at the region boundary
+    nearest an even share of the bases; None when a run would be empty or hold more than (1 + tolerance) x an
+    even share (a genome of one or a few large contigs: the ranks then share its windows instead)."""
+    sizes = np.array([b - a for _, a, b in regions], dtype=np.int64)
+    if world < 2 or len(regions) < world:
+        return None
+    ends = np.cumsum(sizes)
+    total = int(ends[-1])
+    cuts = [0]
+    for r in range(1, world):
+        target = total * r / world
+        i = int(np.argmin(np.abs(ends - target))) + 1  # regions [.., i) before the cut
+        cuts.append(max(i, cuts[-1]))
+    cuts.append(len(regions))
+    shards = [regions[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    loads = [sum(b - a for _, a, b in s) for s in shards]
+    if min(len(s) for s in shards) == 0 or max(loads) > (1 + tolerance) * total / world:
+        return None
+    return shards
