@@ -39,6 +39,7 @@ def step_fn(model: Encoder, opt: torch.optim.Optimizer, ids: torch.Tensor, amp: 
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
             out = model(ids)
             loss = out.track.float().square().mean()
+        del out  # the final norm's output (N x d float32) is not needed by backward: free it before
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -56,6 +57,41 @@ def kept_bytes(fn) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn()
     return total[0]
+
+
+def peak_report(step, top: int = 25) -> list[str]:
+    """What is allocated at the peak of one step (CUDA): the step runs under torch's memory history; its events
+    are replayed to the highest total, and the allocations live then are listed, largest first, each with the
+    frames of genolin, the benchmark or inductor's generated code that made it."""
+    before = torch.cuda.memory_allocated()
+    torch.cuda.memory._record_memory_history(max_entries=2_000_000)
+    step()
+    torch.cuda.synchronize()
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    events = [e for trace in snapshot["device_traces"] for e in trace if e["action"] in ("alloc", "free_completed")]
+    total, peak, peak_at = 0, 0, -1
+    for i, e in enumerate(events):
+        total += e["size"] if e["action"] == "alloc" else -e["size"]
+        if total > peak:
+            peak, peak_at = total, i
+    live: dict[int, dict] = {}
+    for e in events[: peak_at + 1]:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e
+        else:
+            live.pop(e["addr"], None)
+
+    def where(e) -> str:
+        keep = [f"{Path(f['filename']).name}:{f['line']} {f['name']}" for f in e.get("frames", [])
+                if any(s in f["filename"] for s in ("genolin", "torchinductor", "train_step"))]
+        return " < ".join(keep[:3]) or "(no genolin frame)"
+
+    lines = [f"allocated before the step: {before / 2**20:,.1f} MiB; peak within it: +{peak / 2**20:,.1f} MiB "
+             f"(total {(before + peak) / 2**30:.3f} GiB), {len(live)} allocations live then; largest:"]
+    for e in sorted(live.values(), key=lambda e: -e["size"])[:top]:
+        lines.append(f"  {e['size'] / 2**20:9.1f} MiB  {where(e)}")
+    return lines
 
 
 def measure(args, n: int, mode: str, backend: str) -> dict:
@@ -93,6 +129,9 @@ def measure(args, n: int, mode: str, backend: str) -> dict:
         row["ms"] = statistics.median(times) * 1e3
         if dev.type == "cuda":
             row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+            if args.peak_report:
+                row["peak_report"] = peak_report(step)
+                print("\n".join(row["peak_report"]), flush=True)
         else:
             row["kept_gib"] = kept_bytes(lambda m=model: m(ids).track) / 2**30
     except torch.OutOfMemoryError:
@@ -120,6 +159,8 @@ def main() -> None:
     ap.add_argument("--memory-budget", type=float, default=None,
                     help="with --compile: torch._functorch.config.activation_memory_budget (1: keep what the "
                          "partitioner keeps by default; lower: recompute more inside compiled graphs)")
+    ap.add_argument("--peak-report", action="store_true",
+                    help="CUDA: after timing, list what is allocated at the peak of one more step")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="benchmarks/results/train_step", help="output prefix")

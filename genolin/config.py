@@ -28,6 +28,7 @@ from genolin.model import LENGTH_LIMITED_MIXERS, EncoderConfig
 log = logging.getLogger(__name__)
 
 TASKS = ("sequence", "track")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # torch.compile modes for training's compiled blocks
 
 
 @dataclass
@@ -74,8 +75,11 @@ class TrainConfig:
     amp: bool = True  # bf16 autocast on CUDA
     compile: bool = False  # CUDA: torch.compile the encoder's blocks (Encoder.compile_blocks; ~10-30 s at the start)
     # with compile: the share of activations compiled blocks keep for backward (Encoder.set_activation_memory_budget;
-    # None: torch's default, 1); e.g. 0.13 without checkpointing: 100 kbp in 2.01 GiB at 30 ms on an H200
+    # None: torch's default, 1); e.g. 0.13 without checkpointing: 100 kbp in 1.91 GiB at 30-33 ms on an H200
     compile_memory_budget: float | None = None
+    # with compile: torch.compile's mode, "default" or "max-autotune-no-cudagraphs" (inductor times kernel choices
+    # while compiling, a minute or more on a machine's first run: 100 kbp at budget 0.13 in 28.4 ms against 32.5)
+    compile_mode: str = "default"
     seed: int = 0
 
     def encoder_config(self, head: dict, longest: int) -> EncoderConfig:
@@ -203,6 +207,7 @@ RULES: dict[str, tuple] = {
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "ema_decay": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "compile_memory_budget": (lambda v: 0 < v <= 1, "above 0 and at most 1"),
+    "compile_mode": (lambda v: v in COMPILE_MODES, " or ".join(COMPILE_MODES)),
     "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "mlm_prob": (lambda v: 0 < v < 1, "between 0 and 1 (exclusive)"),
     "model.dropout": (lambda v: 0 <= v < 1, "at least 0 and below 1"),

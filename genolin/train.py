@@ -88,7 +88,7 @@ class Trainer:
         if self.cfg.compile and self.device.type == "cuda":
             if self.cfg.compile_memory_budget is not None:  # restored by close()
                 self._budget_before = Encoder.set_activation_memory_budget(self.cfg.compile_memory_budget)
-            self.model.compile_blocks()
+            self.model.compile_blocks(**({} if self.cfg.compile_mode == "default" else {"mode": self.cfg.compile_mode}))
         elif self.cfg.compile:  # on a CPU the compiler's start-up (tens of seconds) outweighs what it saves
             log.warning("compile: CUDA only; the blocks run uncompiled on %s", self.device)
         self.optimizer = make_optimizer(self.model, self.cfg)
@@ -219,6 +219,7 @@ class Trainer:
             if chosen is not None:
                 loss = loss + cfg.mlm_weight * masked_token_loss(out.hidden, self.model.embed.weight, batch.ids,
                                                                  chosen)
+            del out  # hidden (B, N, d) float32 is not saved for backward: freed before it (~98 MiB per 100 k tokens)
             (loss / cfg.grad_accum).backward()
         return loss.item(), batch.n_tokens
 

@@ -23,10 +23,14 @@ def train(tmp_path, *args, yaml_text=None):
 def test_values_take_their_fields_types():
     cfg = make_config("track", "tiny", parse_settings(["lr=1e-3", "max_tokens=1_000", "model.dropout=0",
                                                        "patience=3.0", "amp=no", "pos_weight=null",
-                                                       "compile=yes", "compile_memory_budget=0.13"]))
+                                                       "compile=yes", "compile_memory_budget=0.13",
+                                                       "compile_mode=max-autotune-no-cudagraphs", "mlm_weight=0.5"]))
     assert cfg.lr == 0.001 and cfg.max_tokens == 1000 and cfg.model.dropout == 0.0 and cfg.patience == 3
     assert cfg.compile is True and make_config("track", "tiny", []).compile is False
     assert cfg.compile_memory_budget == 0.13 and make_config("track", "tiny", []).compile_memory_budget is None
+    default = make_config("track", "tiny", [])
+    assert cfg.compile_mode == "max-autotune-no-cudagraphs" and default.compile_mode == "default"
+    assert cfg.mlm_weight == 0.5 and default.mlm_weight == 0.0
     assert cfg.amp is False and cfg.pos_weight is None and isinstance(cfg.model.dropout, float)
     assert make_config("track", "tiny", [Setting("k", "5", "x.yaml", 2)]).k == 5
 
@@ -43,6 +47,10 @@ def test_values_take_their_fields_types():
     ([], "tolerance_bins: -5\n", "c.yaml:1: setting 'tolerance_bins': must be 0 or more, got -5"),
     ([], "window: 0\n", "c.yaml:1: setting 'window': must be 1 or more, got 0"),
     ([], "k: 13\n", "c.yaml:1: setting 'k': must be from 1 to 12, got 13"),
+    (["--set", "compile_mode=fast"], None, "--set compile_mode=fast: setting 'compile_mode': must be default or "
+                                           "max-autotune-no-cudagraphs, got 'fast'"),
+    (["--set", "mlm_prob=1"], None, "--set mlm_prob=1: setting 'mlm_prob': must be between 0 and 1 (exclusive), "
+                                    "got 1"),
     ([], "mixer: [a, b]\n", "c.yaml:1: setting 'mixer': expected text, got ['a', 'b']"),
     ([], "lr: 0.001\n  bad indent: [\n", "c.yaml:2: not valid YAML:"),
     ([], "model: 5\n", "c.yaml:1: setting 'model': expected a mapping"),
