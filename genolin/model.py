@@ -564,7 +564,8 @@ class Encoder(nn.Module):
         the compiled backward, choosing what is cheapest to recompute). Process-wide, read when a graph is
         compiled (its first call); None leaves it. Returns the value before. H200, base encoder, 100 k tokens,
         compiled blocks without checkpointing (benchmarks/results/train_step_h200_2026-11-24): 1.0: 23.0 ms /
-        7.54 GiB; 0.3: 29.6 / 3.32; 0.13: 30.0 / 2.01; 0.1: 31.2 / 2.01; whole-block recompute: 31-35 / 2.13."""
+        7.54 GiB; 0.3: 29.6 / 3.32; 0.13: 30.0 / 2.01; 0.1: 31.2 / 2.01; whole-block recompute: 31-35 / 2.13 (with
+        the model output held through backward; dropping it first, as training does: 0.13 in 1.91 GiB)."""
         import torch._functorch.config as functorch_config
 
         before = functorch_config.activation_memory_budget

@@ -14,7 +14,7 @@ print(tiled(Path('$G'), 100, Path('$W')))" >> $OUT/prep.log 2>&1
 T=$W/tiled_100mbp.fa
 tm() { name=$1; shift; /usr/bin/time -o $W/t -f "%e s wall, max RSS %M KB" "$@" > $W/log 2>&1; echo "$name: $(cat $W/t); $(grep -h 'after the model was loaded' $W/log | tail -1)" >> $OUT/multi.log; grep -h "shared over\|contig(s)" $W/log >> $OUT/multi_detail.log; }
 same() { for s in plus.bedGraph minus.bedGraph peaks.bed; do cmp <(tail -n +2 $W/$1.$s) <(tail -n +2 $W/$2.$s) > /dev/null && echo "  $1 = $2: $s" >> $OUT/multi.log || echo "  $1 != $2: $s" >> $OUT/multi.log; done; }
-for rc in "--rc-average" "--no-rc-average"; do
+for rc in "--rc-average"; do
   P="--model $W/run_base --fasta $T $rc --threshold 0.5"
   tm "warm-up (compile cache), 1 GPU $rc" env CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m genolin predict $P --compile --out $W/w
   tm "1 GPU, compile $rc" env CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m genolin predict $P --compile --out $W/one
