@@ -25,7 +25,9 @@ Validation during training and ``genolin evaluate`` share this one path: the hel
 
 Predictions (``genolin predict``): OUT.plus.bedGraph and OUT.minus.bedGraph (per-bin probability, 0-based
 half-open, sorted, covering every contig, equal rounded runs merged) and OUT.peaks.bed (BED6 calls: a bin whose
-probability is >= threshold and the highest within +- min_distance bp on its strand; score = 1000 p).
+probability is >= threshold and the highest within +- min_distance bp on its strand; score = 1000 p). Under
+torchrun the ranks share the work by runs of contigs (``contig_shards``; each rank writes its part, rank 0 joins
+them) or, for genomes that do not cut evenly and for bigWig, by batches of windows that rank 0 writes.
 """
 
 from __future__ import annotations
