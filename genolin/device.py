@@ -7,8 +7,10 @@ group when RANK is set (NCCL on CUDA, gloo on CPU) and quiets the console of eve
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 from dataclasses import dataclass
 
 import torch
@@ -30,13 +32,28 @@ class Dist:
         if self.world > 1:
             import torch.distributed as tdist
 
-            tdist.barrier(device_ids=[device.index] if device.type == "cuda" else None)
+            with peers_alive():
+                tdist.barrier(device_ids=[device.index] if device.type == "cuda" else None)
 
     def close(self) -> None:
         if self.world > 1:
             import torch.distributed as tdist
 
             tdist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def peers_alive():
+    """Around a collective call: the error of a peer that stopped (gloo's "Connection closed by peer", NCCL's
+    errors) becomes one line saying so; the peer printed its own error."""
+    try:
+        yield
+    except RuntimeError as exc:  # torch.distributed.DistBackendError is one
+        raise InputError(None, "another torchrun process stopped (its error is above)") from exc
+
+
+def _stopped_by_torchrun(signum, frame) -> None:
+    raise InputError(None, "stopped by torchrun: another process failed (its error is above)")
 
 
 def resolve(name: str) -> str:
@@ -65,6 +82,9 @@ def init_distributed(device: str) -> Dist:
     d = Dist(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0)))
     if not tdist.is_initialized():
         tdist.init_process_group(backend="nccl" if resolve(device) == "cuda" else "gloo")
+    # torchrun ends the other processes with SIGTERM when one fails: end as an error, so that outputs written
+    # under temporary names are removed on the way out (Python's default would exit at once, leaving them)
+    signal.signal(signal.SIGTERM, _stopped_by_torchrun)
     if not d.main:  # rank 0 alone talks: the other ranks' console shows warnings and errors only
         for handler in logging.getLogger("genolin").handlers:
             if type(handler) is logging.StreamHandler:

@@ -33,7 +33,7 @@ import torch
 
 from genolin import checkpoint as ckpt
 from genolin.checkpoint import RunConfig
-from genolin.device import Dist, init_distributed, pick_device
+from genolin.device import Dist, init_distributed, peers_alive, pick_device
 from genolin.errors import InputError
 from genolin.model import Encoder
 from genolin.progress import progress_bar
@@ -195,11 +195,13 @@ class Predictor:
                 probs = self._window_probs(made[2], made[3], made[4])
                 mine[: probs.shape[0], : probs.shape[1]] = probs
             every = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
-            return mine, every, tdist.gather(mine, every, dst=0, async_op=True)
+            with peers_alive():
+                return mine, every, tdist.gather(mine, every, dst=0, async_op=True)
 
         def finish(first: int, launched) -> Iterator[Piece]:
             _, every, work = launched
-            work.wait()
+            with peers_alive():
+                work.wait()
             if rank == 0:
                 for r, probs in enumerate(every[: len(plan) - first]):
                     pending = plan[first + r]

@@ -252,6 +252,30 @@ def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, ho
         f"{w}.{s}" for w in ("one", "two") for s in ("plus.bedGraph", "minus.bedGraph", "peaks.bed"))
 
 
+def test_torchrun_prediction_of_bad_input_fails_cleanly(tmp_path, four_contigs):
+    """A bad base in the contigs of rank 1: that rank names the record, rank 0 says a peer stopped (not gloo's
+    error), the exit status is non-zero and nothing is left beside the genome (no outputs, no parts)."""
+    import os
+    import subprocess
+    import sys
+
+    fasta, _ = four_contigs
+    text = fasta.read_text().replace(">chrD\n", ">chrD\nACGTX", 1)
+    bad = tmp_path / "bad.fa"
+    bad.write_text(text)
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        "-m", "genolin", "predict", "--model", str(V1_TRACK), "--fasta", str(bad), "--device", "cpu",
+                        "--out", str(tmp_path / "out" / "o")], env={**os.environ, "OMP_NUM_THREADS": "1"},
+                       capture_output=True, text=True, timeout=300)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("genolin: error:")]
+    assert r.returncode != 0 and "internal error" not in r.stderr, r.stderr[-3000:]
+    assert any("bad.fa: record 'chrD'" in e for e in errors), r.stderr[-3000:]
+    # rank 0 stops at its barrier when rank 1 is gone, or by torchrun's SIGTERM while it still predicts
+    assert any(e.endswith("(its error is above)") for e in errors), r.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.name != "bad.fa.fai") in (["bad.fa"], ["bad.fa", "out"])
+    assert not list((tmp_path / "out").glob("*")) if (tmp_path / "out").exists() else True
+
+
 def test_bigwig_that_cannot_be_written_is_one_clear_error(tmp_path, two_contigs):
     """The bigWig writers run in child processes: their failure comes back as the usual one-line error naming
     the output, with a non-zero exit and nothing written."""
