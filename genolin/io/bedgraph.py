@@ -165,6 +165,15 @@ class BedGraphWriter:
         self.open = None
         self._stop_thread()
 
+    def append(self, path: str | os.PathLike) -> None:
+        """After everything added so far, the bytes of ``path``: a part of the same track from later contigs,
+        written without a track line (torchrun ranks' parts)."""
+        import shutil
+
+        self.close()
+        with open(path, "rb") as src:
+            shutil.copyfileobj(src, self.fh, 1 << 24)
+
     def _dispatch(self, stretch: Stretch | None) -> None:
         if stretch is None:
             return

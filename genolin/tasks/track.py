@@ -665,13 +665,10 @@ class TrackTask(Task):
         try:
             with self._outputs(data, paths, prefix, options) as (writers, fb):
                 n_bins, n_peaks = self._write(predictor, data, shards[0], writers, fb, options, shared=False)
-                for w in writers:
-                    w.close()  # everything of rank 0 written before the other parts go after it
                 dist.barrier(predictor.device)
                 for r in range(1, len(shards)):
-                    for strand, w in enumerate(writers):
-                        with open(self._paths(part(r), options)[strand], "rb") as src:
-                            shutil.copyfileobj(src, w.fh, 1 << 24)
+                    for w, path in zip(writers, self._paths(part(r), options), strict=True):
+                        w.append(path)
                     with open(part(r) + ".peaks.bed") as src:
                         for line in src:
                             cols = line.split("\t")
