@@ -19,10 +19,7 @@ for rc in "--rc-average"; do
   tm "warm-up (compile cache), 1 GPU $rc" env CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m genolin predict $P --compile --out $W/w
   tm "1 GPU, compile $rc" env CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m genolin predict $P --compile --out $W/one
   tm "2 GPUs, compile $rc" timeout 120 python3 -m torch.distributed.run --standalone --nproc-per-node 2 -m genolin predict $P --compile --out $W/two
-  same one two; rm -f $W/two* $W/w.*
-  tm "1 GPU, eager $rc" env CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m genolin predict $P --no-compile --out $W/onee
-  tm "2 GPUs, eager $rc" timeout 120 python3 -m torch.distributed.run --standalone --nproc-per-node 2 -m genolin predict $P --no-compile --out $W/two
-  same onee two; rm -f $W/one* $W/two*
+  same one two; rm -f $W/one* $W/two* $W/w.*
 done
 ls -a $W >> $OUT/multi_detail.log
 cat $OUT/multi.log
