@@ -217,19 +217,21 @@ def test_contig_shards_cut_at_the_contig_nearest_an_even_share():
     assert max(loads) - min(loads) <= 2 * 1_300
 
 
-@pytest.mark.parametrize("genome, how", [("two_contigs", "batches"), ("four_contigs", "contigs")])
-def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, how, request):
+@pytest.mark.parametrize("genome, how, fmt", [("two_contigs", "batches", "bedgraph"),
+                                               ("four_contigs", "contigs", "bedgraph"),
+                                               ("four_contigs", "batches", "bigwig")])
+def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, how, fmt, request):
     """`torchrun --nproc-per-node 2 -m genolin predict` (gloo on CPU), the files equal one process's. Two contigs
     of 12 and 7 kb: batches shared out over the ranks (an odd number of batches, so one rank idles in the last
     round), rank 0 writes. Four contigs: each rank predicts and writes a run of contigs, rank 0 appends rank 1's
-    part (promoters renumbered) and removes it."""
+    part (promoters renumbered) and removes it; as bigWig (which cannot be appended to) batches again."""
     import os
     import subprocess
     import sys
 
-    fasta, _ = request.getfixturevalue(genome)
+    fasta, lengths = request.getfixturevalue(genome)
     args = ["-q", "predict", "--model", str(V1_TRACK), "--fasta", str(fasta), "--device", "cpu", "--rc-average",
-            "--batch-size", "2", "--threshold", "0.0"]
+            "--batch-size", "2", "--threshold", "0.0", "--format", fmt]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     one = subprocess.run([sys.executable, "-m", "genolin", *args, "--out", str(tmp_path / "one")], env=env,
                          capture_output=True, text=True)
@@ -240,16 +242,25 @@ def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, ho
     assert two.returncode == 0, two.stderr[-3000:]
     shared = [line for line in two.stderr.splitlines() if "shared over 2 processes" in line]
     if how == "batches":
-        assert len(shared) == 1 and int(shared[0].split(" batches")[0].split()[-1]) % 2 == 1, two.stderr[-3000:]
+        assert len(shared) == 1 and "batches of windows" in shared[0], two.stderr[-3000:]
+        if genome == "two_contigs":
+            assert int(shared[0].split(" batches")[0].split()[-1]) % 2 == 1, shared[0]
     else:
         assert len(shared) == 1 and "contigs shared" in shared[0], two.stderr[-3000:]
         assert "19,001, 16,000 bp each" in shared[0]  # chrA + chrB (N included), chrC + chrD
-    for suffix in ("plus.bedGraph", "minus.bedGraph", "peaks.bed"):
+    tracks = ("plus.bedGraph", "minus.bedGraph") if fmt == "bedgraph" else ("plus.bw", "minus.bw")
+    for suffix in (*tracks, "peaks.bed"):
+        if suffix.endswith(".bw"):
+            a, b = (pyBigWig.open(str(tmp_path / f"{w}.{suffix}")) for w in ("one", "two"))
+            assert a.chroms() == b.chroms() == lengths
+            for contig, n in lengths.items():
+                assert a.values(contig, 0, n) == b.values(contig, 0, n), (suffix, contig)
+            continue
         a = (tmp_path / f"one.{suffix}").read_text().splitlines()
         b = (tmp_path / f"two.{suffix}").read_text().splitlines()
         assert a[1:] == b[1:] and len(a) > 2 and b[0] == a[0].replace("one", "two"), suffix  # headers: the names
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        f"{w}.{s}" for w in ("one", "two") for s in ("plus.bedGraph", "minus.bedGraph", "peaks.bed"))
+        f"{w}.{s}" for w in ("one", "two") for s in (*tracks, "peaks.bed"))
 
 
 def test_torchrun_prediction_of_bad_input_fails_cleanly(tmp_path, four_contigs):
