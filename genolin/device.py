@@ -53,7 +53,9 @@ def peers_alive():
 
 
 def _stopped_by_torchrun(signum, frame) -> None:
-    raise InputError(None, "stopped by torchrun: another process failed (its error is above)")
+    # SIGTERM also comes from a scheduler or a user; under torchrun it most often means a peer failed
+    raise InputError(None, "stopped by SIGTERM, as torchrun stops the others when one process fails (its error "
+                           "is above)")
 
 
 def resolve(name: str) -> str:
