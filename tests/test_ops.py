@@ -11,6 +11,7 @@ import torch
 from genolin.ops import (
     FEATURE_MAPS,
     accumulate_state,
+    by_sequence_linear_attention,
     causal_linear_attention,
     favor_projection,
     linear_attention,
@@ -71,6 +72,61 @@ def test_padded_batch_equals_each_sequence_alone(fm, causal):
         alone = linear_attention(q[i:i + 1, :n], k[i:i + 1, :n], v[i:i + 1, :n], feature_map=fm, projection=w,
                                  causal=causal)
         assert rel(batch[i:i + 1, :n], alone) < 1e-12
+
+
+ELEMENTWISE_MAPS = [fm for fm in FEATURE_MAPS if fm != "favor"]
+
+
+@pytest.mark.parametrize("fm", ELEMENTWISE_MAPS)
+@pytest.mark.parametrize("padded", [False, True])
+def test_by_sequence_path_equals_formula_forward_and_backward(fm, padded):
+    """The CPU path (one sequence at a time, strided head batches) against the quadratic formula in float64:
+    outputs and the gradients of q, k, v, odd sizes, q/k/v as the strided slices of one projection that the
+    model passes (the path allocates its outputs: no buffer to poison)."""
+    b, n, h, d = 3, 41, 3, 7
+    g = torch.Generator().manual_seed(11)
+    qkv = torch.randn(b, n, 3, h, d, generator=g, dtype=torch.float64)
+    mask = padding_mask(b, n) if padded else None
+    grads = {}
+    for name in ("fast", "naive"):
+        leaf = qkv.clone().requires_grad_()
+        q, k, v = leaf.unbind(2)  # strided views, as Mixer._qkv gives them
+        fn = by_sequence_linear_attention if name == "fast" else naive_linear_attention
+        o = fn(q, k, v, feature_map=fm, key_padding_mask=mask)
+        weight = torch.randn(o.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+        (o * weight).sum().backward()
+        grads[name] = (o.detach(), leaf.grad.clone())
+    (o_fast, g_fast), (o_ref, g_ref) = grads["fast"], grads["naive"]
+    assert o_fast.shape == (b, n, h, d) and o_fast.dtype == torch.float64
+    assert torch.isfinite(o_fast).all() and torch.isfinite(g_fast).all()
+    assert rel(o_fast, o_ref) < 1e-12
+    assert rel(g_fast, g_ref) < 1e-10
+    if padded:  # padded keys get no gradient; padded queries still get outputs
+        assert g_fast[0, n - n // 3:, 1:].abs().max() == 0
+
+
+def test_by_sequence_path_is_the_cpu_choice_for_long_sequences(monkeypatch):
+    """linear_attention on a CPU takes the by-sequence path for bidirectional elementwise attention over sequences
+    of BY_SEQUENCE_MIN_TOKENS or more that need no chunking, and equals the reference there (float32 too)."""
+    import genolin.ops.linear_attn as la
+
+    calls = []
+    real = la.by_sequence_linear_attention
+    monkeypatch.setattr(la, "by_sequence_linear_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.delenv("GENOLIN_ATTENTION_BACKEND", raising=False)
+    n = la.BY_SEQUENCE_MIN_TOKENS + 3
+    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+        q, k, v = inputs(b=2, n=n, h=2, d=5, e=3, dtype=dtype)
+        mask = padding_mask(2, n)
+        o = la.linear_attention(q, k, v, key_padding_mask=mask, chunk_size=n)
+        ref = la.linear_attention(q, k, v, key_padding_mask=mask, chunk_size=n, backend="reference")
+        assert o.dtype == dtype and rel(o, ref) < tol
+    assert len(calls) == 2
+    q, k, v = inputs(b=2, n=n, h=2, d=5, e=3)
+    la.linear_attention(q, k, v, chunk_size=64)  # chunked: the reference
+    la.linear_attention(q, k, v, causal=True)  # causal: the reference
+    la.linear_attention(*inputs(n=n - 10), chunk_size=None)  # short: the reference
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("fm", FEATURE_MAPS)

@@ -17,7 +17,7 @@ from genolin.io.bed import Interval
 from genolin.io.fasta import Genome, read_fasta
 from genolin.io.labelled import load_labelled
 from genolin.tasks import SequenceData, TrackData, Window
-from genolin.tasks.track import PeakCaller
+from genolin.tasks.track import PeakCaller, window_max
 from genolin.tokenize import kmer_ids, reverse_complement
 
 GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
@@ -343,6 +343,14 @@ def test_peak_caller_matches_definition():
             got += [b for b, _ in caller.feed(pos, piece, final=pos + len(piece) == len(p))]
             pos += len(piece)
         assert got == expected
+
+
+def test_window_max_equals_slices():
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 7, 64, 101):
+        a = rng.random(n)
+        for width in range(1, n + 1):
+            assert np.array_equal(window_max(a, width), [a[j:j + width].max() for j in range(n - width + 1)])
 
 
 @pytest.mark.parametrize(

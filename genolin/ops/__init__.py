@@ -3,6 +3,7 @@
 - ``linear_attention(q, k, v, ...)``: the public op, (B, N, H, D) layout; see ``linear_attn.py``.
 - ``accumulate_state`` / ``query_state`` / ``causal_linear_attention`` / ``linear_attention_step``: the same
   computation split so callers can stream over chunks or tokens.
+- ``by_sequence_linear_attention``: the CPU's fast path for bidirectional elementwise maps (no layout copies).
 - ``naive_linear_attention``: the formula with an explicit N x N kernel matrix (tests only).
 - ``softmax_attention``: exact attention in the same layout; ``local_softmax_attention`` inside windows.
 - ``favor_projection``: reproducible FAVOR+ random features.
@@ -20,6 +21,7 @@ from genolin.ops.gla import gla, gla_chunked, gla_recurrent
 from genolin.ops.linear_attn import (
     LinearAttentionState,
     accumulate_state,
+    by_sequence_linear_attention,
     causal_linear_attention,
     linear_attention,
     linear_attention_step,
@@ -34,6 +36,7 @@ __all__ = [
     "LinearAttentionState",
     "accumulate_state",
     "bidirectional_scan",
+    "by_sequence_linear_attention",
     "causal_linear_attention",
     "check_length",
     "delta_rule",

