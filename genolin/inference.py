@@ -43,10 +43,12 @@ from genolin.tasks import SequenceData, Task, TrackData, Window, get_task, pad_t
 log = logging.getLogger(__name__)
 
 Piece = tuple[str, int, np.ndarray]  # (contig, first bin, probs (n, 2))
-WINDOW_BATCH_TOKENS = {False: 2**13, True: 2**18}  # tokens per batch of genome windows: CPU, CUDA (RC doubles it)
+WINDOW_BATCH_TOKENS = {False: 2**15, True: 2**18}  # tokens per batch of genome windows: CPU, CUDA (RC doubles it)
 # genome windows on a CPU: batches run on this many model threads at once (at most), the cores shared out among
-# them; a small model's operations are too short to keep several cores busy each (2 cores, tiny model: 2 threads
-# of one core each 1.8 s per E. coli against 2.6-2.9 s for one thread of two cores)
+# them; a small model's operations are too short to keep several cores busy each (2 cores, tiny model, E. coli:
+# the forward passes took 1.8 s on 2 threads of one core each against 2.6-2.9 s on one thread of two cores).
+# Batches of 2**15 tokens: smaller ones lost more to the threads' turns at the GIL (2**13: 2.4-2.9 s after model
+# load, 2**15: 2.1, 2**16: 2.3-2.6, 2**17: 3.4-3.6)
 CPU_MODEL_THREADS = 4
 # compile=None compiles for genomes this long: about 10 s of compiling on a machine's first run (H200, base model)
 # against 10-20 s saved per 100 Mbp

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import NEEDS_COMPILER
 
 from genolin.model import MIXERS as ALL_MIXERS
@@ -322,8 +323,9 @@ def test_gated_mlp_cpu_halves_equal_the_one_product():
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("kernel", [1, 4, 7])
-def test_short_conv_as_shifted_products_equals_the_convolution(causal, kernel):
-    """The sum over taps that torch.compile fuses (ShortConv._shifted) against nn.Conv1d, float64, odd sizes,
+def test_short_conv_forms_equal_the_convolution(causal, kernel):
+    """The sum over taps that torch.compile fuses (ShortConv._shifted), the CPU's channels-last 2-D form (forward)
+    and the streaming form with halos (forward_halo) against nn.Conv1d on transposed input, float64, odd sizes,
     forward and backward."""
     from genolin.model import ShortConv
 
@@ -332,11 +334,16 @@ def test_short_conv_as_shifted_products_equals_the_convolution(causal, kernel):
     torch.nn.init.normal_(conv.conv.bias)
     x = torch.randn(3, 37, 13, dtype=torch.float64, requires_grad=True)
     params = (x, conv.conv.weight, conv.conv.bias)
-    want = conv(x)
+    want = conv.conv(F.pad(x.transpose(1, 2), (conv.left, conv.right))).transpose(1, 2)
     grads_want = torch.autograd.grad(want.pow(2).sum(), params)
-    got = conv._shifted(x)
-    grads = torch.autograd.grad(got.pow(2).sum(), params)
-    assert got.shape == want.shape
-    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
-    for g, g_want in zip(grads, grads_want, strict=True):
-        torch.testing.assert_close(g, g_want, rtol=1e-12, atol=1e-12)
+    for got in (conv._shifted(x), conv(x)):
+        grads = torch.autograd.grad(got.pow(2).sum(), params)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        for g, g_want in zip(grads, grads_want, strict=True):
+            torch.testing.assert_close(g, g_want, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():  # rows s..t-1 from a slice with their halo rows (cut at the sequence's ends)
+        for s, t in ((10, 21), (0, 5), (30, 37)):
+            a, e = max(s - conv.left, 0), min(t + conv.right, 37)
+            part = conv.forward_halo(x[:, a:e], s - a, e - t)
+            torch.testing.assert_close(part, want[:, s:t], rtol=1e-12, atol=1e-12)
