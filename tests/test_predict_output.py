@@ -159,19 +159,21 @@ def test_failed_bigwig_prediction_leaves_nothing(tmp_path):
 
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=[
+@pytest.mark.parametrize(("compiled", "model_threads"), [(False, 1), (False, 3), pytest.param(True, 2, marks=[
     pytest.mark.slow, NEEDS_COMPILER])])
-def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compiled):
-    """region_probs (background tokens, forward and RC in one padded batch, the model on its own thread; with
-    ``compiled``, torch.compile and batches padded to one shape) against a plain loop: each window alone through
-    the eager model, its reverse complement alone, averaged."""
+def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compiled, model_threads, monkeypatch):
+    """region_probs (background tokens, forward and RC in one padded batch, batches on ``model_threads`` model
+    threads at once, handed back in order; with ``compiled``, torch.compile and batches padded to one shape)
+    against a plain loop: each window alone through the eager model, its reverse complement alone, averaged."""
     import torch
 
+    import genolin.inference
     from genolin.inference import load_run
     from genolin.tasks.track import TrackData
 
+    monkeypatch.setattr(genolin.inference, "cpu_model_threads", lambda: (model_threads, 1))
     fasta, lengths = two_contigs
-    run = load_run(V1_TRACK, "cpu", batch_size=5, compile=compiled)
+    run = load_run(V1_TRACK, "cpu", batch_size=5 if model_threads == 1 else 1, compile=compiled)
     data = TrackData.load([str(fasta)], [], run.config.train)
     got = {c: np.full((-(-n // data.stride), 2), np.nan, np.float32) for c, n in lengths.items()}
     for contig, first, probs in run.predictor.region_probs(data, data.whole(), rc_average=True, progress=False):
@@ -188,6 +190,20 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
         np.testing.assert_allclose(got[w.contig][keep_from:keep_to], want[keep_from - first:keep_to - first],
                                    rtol=1e-5, atol=1e-6)
     assert not any(np.isnan(v).any() for v in got.values())
+
+
+def test_cpu_model_threads_share_the_cores_and_restore_torch_threads():
+    import torch
+
+    from genolin.inference import CPU_MODEL_THREADS, _intra_op_threads, cpu_model_threads
+
+    assert cpu_model_threads(1) == (1, 1) and cpu_model_threads(2) == (2, 1)
+    assert cpu_model_threads(4 * CPU_MODEL_THREADS) == (CPU_MODEL_THREADS, 4)
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError), _intra_op_threads(1):
+        assert torch.get_num_threads() == 1
+        raise RuntimeError
+    assert torch.get_num_threads() == before
 
 
 @pytest.fixture(scope="module")
