@@ -225,6 +225,8 @@ class GatedMLP(nn.Module):
         else:  # two products with the weight's halves: on a CPU, SiLU of the strided half ran 4x slower
             hidden = self.down.in_features
             gate, value = F.linear(x, self.up.weight[:hidden]), F.linear(x, self.up.weight[hidden:])
+            if not torch.is_grad_enabled():  # in place: on a CPU these (B, N, hidden) passes are bound by memory
+                return self.drop(self.down(F.silu(gate, inplace=True).mul_(value)))
         return self.drop(self.down(F.silu(gate) * value))
 
 

@@ -105,6 +105,18 @@ def test_by_sequence_path_equals_formula_forward_and_backward(fm, padded):
         assert g_fast[0, n - n // 3:, 1:].abs().max() == 0
 
 
+@pytest.mark.parametrize("fm", ELEMENTWISE_MAPS)
+def test_elementwise_features_without_autograd_equal_with_and_leave_input(fm):
+    from genolin.ops import elementwise_features
+
+    x = torch.randn(3, 11, 2, 5, dtype=torch.float64)
+    kept = x.clone()
+    want = elementwise_features(x, fm)
+    with torch.no_grad():
+        got = elementwise_features(x, fm)
+    assert torch.equal(got, want) and torch.equal(x, kept)
+
+
 def test_by_sequence_path_is_the_cpu_choice_for_long_sequences(monkeypatch):
     """linear_attention on a CPU takes the by-sequence path for bidirectional elementwise attention over sequences
     of BY_SEQUENCE_MIN_TOKENS or more that need no chunking, and equals the reference there (float32 too)."""
