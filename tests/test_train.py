@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import torch
 import pytest
 from click.testing import CliRunner
 from conftest import DATA, ECOLI_BGZ, GUE_TATA
@@ -328,6 +329,32 @@ def test_sequence_rc_by_token_map_equals_retokenizing():
     for i in range(0, 600, 37):
         for shift in (0, 2):
             assert np.array_equal(by_map.tokens_of(i, rc=True, shift=shift), by_seq.tokens_of(i, rc=True, shift=shift))
+
+
+def test_substitution_augmentation():
+    """mutate_prob: each A/C/G/T replaced by a random base with that probability (itself a quarter of the time),
+    N kept; in training batches the same seed gives the same substitutions, 0 gives the plain tokens."""
+    from genolin.tasks.sequence import substitute
+
+    rng = np.random.default_rng(0)
+    seq = bytes(rng.choice(list(b"ACGT"), 20_000).astype(np.uint8)) + b"N" * 50
+    assert substitute(seq, rng, 0.0) == seq
+    for p in (0.2, 1.0):
+        out = substitute(seq, rng, p)
+        changed = np.frombuffer(out, np.uint8) != np.frombuffer(seq, np.uint8)
+        assert len(out) == len(seq) and out.endswith(b"N" * 50) and set(out[:-50]) <= set(b"ACGT")
+        assert abs(changed.mean() - 0.75 * p * 20_000 / len(seq)) < 0.02
+    data = SequenceData(load_labelled(GUE_TATA / "dev.csv"), k=1, stride=1)
+    items = list(range(0, 300, 7))
+    plain = data.collate(items, np.random.default_rng(1), max_shift=2)
+    assert torch.equal(data.collate(items, np.random.default_rng(1), max_shift=2, mutate_prob=0.0).ids, plain.ids)
+    a = data.collate(items, np.random.default_rng(1), max_shift=2, mutate_prob=0.1)
+    b = data.collate(items, np.random.default_rng(1), max_shift=2, mutate_prob=0.1)
+    assert torch.equal(a.ids, b.ids) and torch.equal(a.mask, b.mask)
+    unshifted = data.collate(items)  # no shifts: the substitutions are the only difference
+    mutated = data.collate(items, np.random.default_rng(1), mutate_prob=0.1)
+    differ = (mutated.ids != unshifted.ids)[unshifted.mask].float().mean().item()
+    assert abs(differ - 0.075) < 0.02, differ
 
 
 def test_peak_caller_matches_definition():

@@ -69,13 +69,17 @@ class SequenceData:
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def tokens_of(self, i: int, *, rc: bool = False, shift: int = 0) -> np.ndarray:
-        if self.tokens is not None:
+    def tokens_of(self, i: int, *, rc: bool = False, shift: int = 0, mutate: tuple | None = None) -> np.ndarray:
+        """Token ids of sequence i (reverse-complemented with ``rc``, ``shift`` leading bases dropped);
+        ``mutate`` (rng, p): its bases substituted at random first (``substitute``)."""
+        if self.tokens is not None and mutate is None:
             ids = self.tokens[i]
             if rc:
                 ids = reverse_complement_map(self.k)[ids][::-1]
             return ids[shift:] if shift < len(ids) else ids[-1:]
         seq = self.dataset.seqs[i]
+        if mutate is not None:
+            seq = substitute(seq, *mutate)
         if rc:
             seq = reverse_complement(seq)
         if len(seq) - shift >= self.k:
@@ -86,16 +90,28 @@ class SequenceData:
         return length_batches(self.lengths, batch_size, max_tokens, rng)
 
     def collate(self, indices: list[int], rng: np.random.Generator | None = None, *, rc_prob: float = 0.0,
-                max_shift: int = 0, rc: bool = False) -> Batch:
+                max_shift: int = 0, rc: bool = False, mutate_prob: float = 0.0) -> Batch:
         """Tokens of ``indices``: all reverse-complemented with ``rc``; with ``rng``, each at random (rc_prob,
-        shifts up to max_shift bases)."""
+        shifts up to max_shift bases, bases substituted with mutate_prob)."""
         arrays = []
+        mutate = (rng, mutate_prob) if rng is not None and mutate_prob > 0 else None
         for i in indices:
             flip = rc or (rng is not None and rc_prob > 0 and rng.random() < rc_prob)
             shift = int(rng.integers(0, max_shift + 1)) if rng is not None and max_shift > 0 else 0
-            arrays.append(self.tokens_of(i, rc=flip, shift=shift))
+            arrays.append(self.tokens_of(i, rc=flip, shift=shift, mutate=mutate))
         ids, mask = pad_tokens(arrays)
         return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
+
+
+_ACGT = np.frombuffer(b"ACGT", dtype=np.uint8)
+
+
+def substitute(seq: bytes, rng: np.random.Generator, p: float) -> bytes:
+    """``seq`` with each A/C/G/T replaced, with probability ``p``, by one of the four at random (N stays)."""
+    bases = np.frombuffer(seq, dtype=np.uint8).copy()
+    hit = np.flatnonzero((rng.random(len(bases)) < p) & np.isin(bases, _ACGT))
+    bases[hit] = _ACGT[rng.integers(0, 4, len(hit))]
+    return bases.tobytes()
 
 
 def kmer_matrix(data: SequenceData, k_max: int, *, rc: bool = False, batch: int = 512) -> np.ndarray:
@@ -235,7 +251,8 @@ class SequenceTask(Task):
         return self.train.batches(self.cfg.batch_size, self.cfg.max_tokens, rng)  # one pass over the data
 
     def collate(self, items: list[int], rng: np.random.Generator | None) -> Batch:
-        return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob, max_shift=self.cfg.max_shift_bp)
+        return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob, max_shift=self.cfg.max_shift_bp,
+                                  mutate_prob=self.cfg.mutate_prob)
 
     def loss(self, out, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(out.logits.float(), batch.labels, weight=self.weight_on(batch.labels.device))
