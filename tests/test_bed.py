@@ -67,3 +67,11 @@ def test_regulondb_tss_against_ecoli_genome():
     assert len(intervals) == 8699
     assert {i.strand for i in intervals} == {"+", "-"}
     assert all(i.end - i.start == 1 for i in intervals)
+
+
+def test_renumber_calls_continues_the_numbering():
+    from genolin.io.bed import renumber_calls
+
+    lines = ["chr1\t10\t12\tpromoter_1\t900\t+\n", "chr2\t5\t7\tpromoter_2\t450\t-"]
+    assert list(renumber_calls(lines, 7)) == ["chr1\t10\t12\tpromoter_8\t900\t+\n", "chr2\t5\t7\tpromoter_9\t450\t-\n"]
+    assert list(renumber_calls([])) == []

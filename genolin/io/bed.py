@@ -1,14 +1,15 @@
 """BED intervals (BED3 or BED6; strand in column 6), e.g. transcription start sites.
 
 ``read_bed(path, contigs)`` -> list of :class:`Interval` (0-based, half-open), checked against the genome's
-contig lengths when given. ``track``, ``browser``, ``#`` and blank lines are skipped, and so is a column-header
+contig lengths when given. ``renumber_calls(lines, after)``: promoter call lines of ``genolin predict``'s
+OUT.peaks.bed named promoter_{after + 1}, ... (parts of one genome's calls joined in order). ``track``, ``browser``, ``#`` and blank lines are skipped, and so is a column-header
 line before the first interval (one whose start/end columns are not numbers).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from genolin.errors import InputError
@@ -70,3 +71,12 @@ def read_bed(path: str | os.PathLike, contigs: Mapping[str, int] | None = None) 
     if not out:
         raise InputError(path, "no intervals in BED file")
     return out
+
+
+def renumber_calls(lines: Iterable[str], after: int = 0) -> Iterator[str]:
+    """BED6 promoter call lines (no track line) with their names (column 4) made promoter_{after + 1}, ...: the
+    numbering one whole-genome ``genolin predict`` gives, when parts of the genome's calls are joined in order."""
+    for n, line in enumerate(lines, start=after + 1):
+        cols = line.rstrip("\n").split("\t")
+        cols[3] = f"promoter_{n}"
+        yield "\t".join(cols) + "\n"

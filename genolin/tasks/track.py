@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 from genolin.config import DataSpec, TrainConfig
 from genolin.errors import InputError
-from genolin.io.bed import Interval
+from genolin.io.bed import Interval, renumber_calls
 from genolin.io.fasta import Genome
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import binary_metrics, max_f1_threshold
@@ -678,11 +678,9 @@ class TrackTask(Task):
                     for w, path in zip(writers, self._paths(part(r), options), strict=True):
                         w.append(path)
                     with open(part(r) + ".peaks.bed") as src:
-                        for line in src:
-                            cols = line.split("\t")
-                            n_peaks += 1
-                            cols[3] = f"promoter_{n_peaks}"
-                            fb.write("\t".join(cols))
+                        calls = list(renumber_calls(src, n_peaks))
+                    fb.writelines(calls)
+                    n_peaks += len(calls)
                     n_bins += sum(-(-b // self.cfg.stride) - a // self.cfg.stride for _, a, b in shards[r])
         finally:
             shutil.rmtree(parts, ignore_errors=True)

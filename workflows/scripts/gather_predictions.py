@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from genolin.io.bed import renumber_calls
+
 
 def _atomic_write(path: Path, lines) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -53,11 +55,9 @@ def gather(out: str, parts: list[str]) -> None:
                 header = fh.readline()
                 if i == 0:
                     yield _header(header, Path(part).name, name)
-                for line in fh:
-                    f = line.rstrip("\n").split("\t")
-                    n += 1
-                    f[3] = f"promoter_{n}"
-                    yield "\t".join(f) + "\n"
+                calls = list(renumber_calls(fh, n))
+            n += len(calls)
+            yield from calls
 
     _atomic_write(Path(f"{out}.peaks.bed"), peaks())
 
