@@ -35,6 +35,30 @@ def test_op_on_cuda_long_sequences(dtype, fm, n):
     assert torch.isfinite(out).all() and rel(out, ref) < TOL[dtype]
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n", [37, 9001])  # the channels-last form (N <= CHANNELS_LAST_CONV_MAX_TOKENS), conv1d
+def test_short_conv_on_cuda_equals_float64_on_the_cpu(causal, n):
+    """ShortConv's CUDA forms, float32 forward and backward (outputs poisoned first), against float64 on a CPU."""
+    from genolin.model import ShortConv
+
+    torch.manual_seed(n)
+    conv = ShortConv(24, 7, causal)
+    torch.nn.init.normal_(conv.conv.bias)
+    x = torch.randn(3, n, 24)
+    ref_conv = ShortConv(24, 7, causal).double()
+    ref_conv.load_state_dict(conv.state_dict())
+    xd = x.double().requires_grad_()
+    want = ref_conv(xd)
+    want_grad = torch.autograd.grad(want.square().sum(), xd)[0]
+    conv = conv.cuda()
+    xc = x.cuda().requires_grad_()
+    got = torch.full((3, n, 24), float("nan"), device="cuda")
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # float32 products, not TF32's 10-bit ones
+        got.copy_(conv(xc))
+        grad = torch.autograd.grad(conv(xc).square().sum(), xc)[0]
+    assert torch.isfinite(got).all() and rel(got, want) < 1e-5 and rel(grad, want_grad) < 1e-5
+
+
 @pytest.mark.parametrize("fm", FEATURE_MAPS)
 def test_causal_on_cuda(fm):
     g = torch.Generator(device="cuda").manual_seed(0)

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import numpy as np
-import torch
 import pytest
+import torch
 from click.testing import CliRunner
 from conftest import DATA, ECOLI_BGZ, GUE_TATA
 

@@ -1,9 +1,11 @@
 """BED intervals (BED3 or BED6; strand in column 6), e.g. transcription start sites.
 
 ``read_bed(path, contigs)`` -> list of :class:`Interval` (0-based, half-open), checked against the genome's
-contig lengths when given. ``renumber_calls(lines, after)``: promoter call lines of ``genolin predict``'s
-OUT.peaks.bed named promoter_{after + 1}, ... (parts of one genome's calls joined in order). ``track``, ``browser``, ``#`` and blank lines are skipped, and so is a column-header
+contig lengths when given. ``track``, ``browser``, ``#`` and blank lines are skipped, and so is a column-header
 line before the first interval (one whose start/end columns are not numbers).
+
+``renumber_calls(lines, after)``: promoter call lines of ``genolin predict``'s OUT.peaks.bed named
+promoter_{after + 1}, ... (parts of one genome's calls joined in order).
 """
 
 from __future__ import annotations

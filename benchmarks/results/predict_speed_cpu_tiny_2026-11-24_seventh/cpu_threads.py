@@ -1,6 +1,5 @@
 """genolin predict with genolin.inference.CPU_MODEL_THREADS from $CMT (device experiment)."""
 import os
-import sys
 import time
 
 import genolin.inference as inf
