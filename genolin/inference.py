@@ -155,7 +155,8 @@ class Predictor:
                      progress: bool | None = None, shared: bool = True) -> Iterator[Piece]:
         """Pieces covering bins a // stride .. ceil(b / stride) of every region (contig, a, b), in order (under
         torchrun with ``shared``: on rank 0, the other ranks computing their share and yielding nothing; without:
-        this process computes and yields every region)."""
+        this process computes and yields every region). On a CPU, batches run on ``cpu_model_threads()`` threads
+        and torch's intra-op threads are set to their share until the generator finishes."""
         if self.compile is None and self.device.type == "cuda" and sum(b - a for _, a, b in regions) >= COMPILE_AUTO_BP:
             log.info("compiling the model (torch.compile) for a genome of >= %.0f Mbp", COMPILE_AUTO_BP / 1e6)
             self._compile()
