@@ -1,50 +1,79 @@
-"""Base track encoder on CUDA (bf16 autocast): ShortConv as conv1d with transposes (current CUDA path) vs the
-channels-last 2-D convolution; inference batches and a training step (fwd+bwd)."""
+"""Base track encoder on CUDA (bf16 autocast): ShortConv as conv1d with transposes (the CUDA path before) vs the
+channels-last 2-D convolution; the convolution alone (forward + backward), inference batches and a training step.
+
+    PYTHONPATH=$PWD python conv_cuda2.py      # on the device, from the repository root
+"""
+
 import time
+
 import torch
-import torch.nn.functional as F
-import genolin.model as gm
+
 from genolin.model import Encoder, EncoderConfig, ShortConv
 
-dev = "cuda"
-orig = ShortConv.forward
-def cl_forward(self, x):
+DEV = "cuda"
+CONV1D = ShortConv.forward  # run on CUDA with more than CHANNELS_LAST_CONV_MAX_TOKENS tokens: conv1d
+
+
+def conv1d(self, x):
+    return CONV1D(self, x) if x.shape[1] > 8192 else self.conv(
+        torch.nn.functional.pad(x.transpose(1, 2), (self.left, self.right))).transpose(1, 2)
+
+
+def channels_last(self, x):
     return self._channels_last(x, self.left, self.right)
 
-def t(f, n=20):
-    for _ in range(3): f()
-    torch.cuda.synchronize(); s = time.perf_counter()
-    for _ in range(n): f()
-    torch.cuda.synchronize(); return (time.perf_counter() - s) / n * 1e3
 
-# micro: conv forward+backward
-for B, N in [(64, 2048), (16, 4096), (4, 25000), (1, 100000)]:
-    sc = ShortConv(256, 7, False).to(dev)
-    x = torch.randn(B, N, 256, device=dev, requires_grad=True)
-    for name, fwd in [("conv1d", lambda: orig(sc, x)), ("channels_last", lambda: cl_forward(sc, x))]:
-        def step():
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                y = fwd()
-            y.float().square().mean().backward()
-        print(f"conv B{B} N{N} {name:14s} fwd+bwd {t(step):7.3f} ms", flush=True)
+def timed(f, n=20) -> float:
+    """Milliseconds per call of f, after 3 warm-up calls."""
+    for _ in range(3):
+        f()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        f()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / n * 1e3
 
-cfg = EncoderConfig(vocab_size=4101, d_model=256, n_layers=6, n_heads=8, mixer="hybrid", track_channels=2,
-                    dropout=0.0)
-model = Encoder(cfg).to(dev)
-for B, N in [(64, 4096), (16, 4096)]:
-    ids = torch.randint(1, 4101, (B, N), device=dev)
-    for name, fwd in [("conv1d", orig), ("channels_last", cl_forward)]:
-        ShortConv.forward = fwd
-        model.eval()
-        def infer():
-            with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-                model(ids, padding=False)
-        model.train()
-        def train():
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                out = model(ids[:16], padding=False)
-            out.track.float().square().mean().backward()
-        model.eval(); ti = t(infer)
-        model.train(); tt = t(train)
-        print(f"encoder B{B} N{N} {name:14s} inference {ti:8.2f} ms   train fwd+bwd (B16) {tt:8.2f} ms", flush=True)
-ShortConv.forward = orig
+
+def conv_step(sc, x, forward):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        y = forward(sc, x)
+    y.float().square().mean().backward()
+
+
+def main() -> None:
+    for b, n in [(64, 2048), (16, 4096), (4, 25000), (1, 100000)]:
+        sc = ShortConv(256, 7, False).to(DEV)
+        x = torch.randn(b, n, 256, device=DEV, requires_grad=True)
+        for name, forward in [("conv1d", conv1d), ("channels_last", channels_last)]:
+            ms = timed(lambda sc=sc, x=x, forward=forward: conv_step(sc, x, forward))
+            print(f"conv B{b} N{n} {name:14s} fwd+bwd {ms:7.3f} ms", flush=True)
+
+    cfg = EncoderConfig(vocab_size=4101, d_model=256, n_layers=6, n_heads=8, mixer="hybrid", track_channels=2,
+                        dropout=0.0)
+    model = Encoder(cfg).to(DEV)
+
+    def infer(ids):
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            model(ids, padding=False)
+
+    def train(ids):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(ids[:16], padding=False)
+        out.track.float().square().mean().backward()
+
+    for b, n in [(64, 4096), (16, 4096)]:
+        ids = torch.randint(1, 4101, (b, n), device=DEV)
+        for name, forward in [("conv1d", conv1d), ("channels_last", channels_last)]:
+            ShortConv.forward = forward
+            model.eval()
+            t_infer = timed(lambda ids=ids: infer(ids))
+            model.train()
+            t_train = timed(lambda ids=ids: train(ids))
+            print(f"encoder B{b} N{n} {name:14s} inference {t_infer:8.2f} ms   train fwd+bwd (B16) {t_train:8.2f} ms",
+                  flush=True)
+    ShortConv.forward = CONV1D
+
+
+if __name__ == "__main__":
+    main()
