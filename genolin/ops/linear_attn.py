@@ -322,8 +322,10 @@ def linear_attention(
     chunk_size: tokens per chunk of the reference (None: one chunk for bidirectional attention, 128 for causal).
     backend: "reference" (this PyTorch code), "triton" (fused kernels, bidirectional; CUDA tensors, or any device
     under TRITON_INTERPRET=1), "fla" (causal; flash-linear-attention's kernels, CUDA, elementwise maps), "auto" (the
-    kernels on CUDA: Triton for bidirectional, fla for causal attention where installed; else the reference; the
-    environment variable GENOLIN_ATTENTION_BACKEND replaces "auto", e.g. to run a whole model on the reference).
+    kernels on CUDA: Triton for bidirectional, fla for causal attention where installed; on a CPU,
+    ``by_sequence_linear_attention`` for bidirectional elementwise maps over sequences of >= BY_SEQUENCE_MIN_TOKENS
+    that need no chunking; else the reference; the environment variable GENOLIN_ATTENTION_BACKEND replaces "auto",
+    e.g. to run a whole model on the reference).
     """
     if backend == "auto":
         backend = os.environ.get("GENOLIN_ATTENTION_BACKEND", "auto")  # e.g. "reference" to compare whole runs
