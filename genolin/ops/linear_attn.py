@@ -386,14 +386,11 @@ def by_sequence_linear_attention(
     stride D), so nothing is copied but the output. On 2 CPU cores with the tiny track model (B 4, N 2,048, H 2,
     D 16) an attention call took 1.5 ms against the reference's 2.4 ms. Unchunked: the (B, N, H, D) features are
     materialised whole, as the reference does with ``chunk_size`` None."""
-    b, n, h, d = q.shape
     acc = acc_dtype(q.dtype)
-    phi_k = elementwise_features(k, feature_map)  # (B, N, H, D)
-    if key_padding_mask is not None:
-        phi_k = phi_k * key_padding_mask[:, :, None, None].to(acc)
-    phi_q = elementwise_features(q, feature_map)
+    phi_k, _ = _key_features(k, feature_map, None, key_padding_mask, None)  # (B, N, H, D), padded keys 0
+    phi_q, _ = _query_features(q, feature_map, None)
     outs = []
-    for i in range(b):
+    for i in range(q.shape[0]):
         # (H, D, N) @ (H, N, E) -> S (H, D, E); z (H, D, 1) beside it: one product gives numerator and denominator
         S = torch.bmm(phi_k[i].permute(1, 2, 0), v[i].transpose(0, 1).to(acc))
         Sz = torch.cat([S, phi_k[i].sum(0).unsqueeze(-1)], dim=-1)  # (H, D, E + 1)

@@ -25,7 +25,7 @@ from genolin.io.labelled import LabelledSet, load_labelled
 from genolin.model import LENGTH_LIMITED_MIXERS, kmer_profile
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
-from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, reverse_complement_map
+from genolin.tokenize import BASES, kmer_ids, n_tokens, reverse_complement, reverse_complement_map
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class SequenceData:
         return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
 
 
-_ACGT = np.frombuffer(b"ACGT", dtype=np.uint8)
+_ACGT = np.frombuffer(BASES.encode(), dtype=np.uint8)
 
 
 def substitute(seq: bytes, rng: np.random.Generator, p: float) -> bytes:
