@@ -200,6 +200,59 @@ def test_index_goes_to_cache_when_folder_is_read_only(tmp_path):
         folder.chmod(0o755)
 
 
+def _count_records(path, barrier, results) -> None:
+    barrier.wait()  # every process opens the genome at once, while the first builds the index
+    try:
+        with Genome(path) as genome:
+            results.put((len(genome.lengths), sum(genome.lengths.values())))
+    except Exception as exc:  # noqa: BLE001 - the test compares what each process saw
+        results.put(repr(exc))
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_processes_opening_a_new_genome_at_once_all_read_every_record(tmp_path, compressed):
+    """torchrun's ranks and parallel workflow jobs open one unindexed FASTA together: each finds either no index
+    (and builds its own under a temporary name) or a whole one, never a half-written one (which read as fewer or no
+    records, and an empty prediction that exited 0)."""
+    import multiprocessing
+
+    n = 20_000
+    text = "".join(f">r{i}\n{'ACGT' * (5 + i % 7)}\n" for i in range(n)).encode()
+    path = tmp_path / ("g.fa.bgz" if compressed else "g.fa")
+    if compressed:
+        write_bgzf(path, text)
+    else:
+        path.write_bytes(text)
+    expected = (n, sum(4 * (5 + i % 7) for i in range(n)))
+    ctx = multiprocessing.get_context("fork")
+    procs = 6
+    barrier, results = ctx.Barrier(procs), ctx.Queue()
+    workers = [ctx.Process(target=_count_records, args=(path, barrier, results)) for _ in range(procs)]
+    for w in workers:
+        w.start()
+    got = [results.get(timeout=120) for _ in workers]
+    for w in workers:
+        w.join()
+    assert got == [expected] * procs
+    assert sorted(q.name for q in tmp_path.iterdir()) == sorted(
+        [path.name, path.name + ".fai"] + ([path.name + ".gzi"] if compressed else []))  # no temporary files
+
+
+def test_stale_index_is_rebuilt_and_an_empty_one_named(tmp_path):
+    import os
+
+    path = tmp_path / "xx.fa"
+    shutil.copy(FIXTURES / "htslib" / "xx.fa", path)
+    fai = tmp_path / "xx.fa.fai"
+    fai.write_text("xx\t5\t4\t20\t21\n")  # an index of another file, older than this one
+    os.utime(fai, (path.stat().st_mtime - 10,) * 2)
+    with Genome(path) as genome:
+        assert genome.lengths == {"xx": 20, "yy": 20, "zz": 30}
+    fai.write_text("")  # as left by a write that was cut off, newer than the FASTA
+    with pytest.raises(InputError, match=r"xx\.fa\.fai: this index of .*xx\.fa lists no records.*delete it"):
+        Genome(path)
+
+
 def test_ecoli_genome_bundled():
     """The bundled bgzip E. coli K-12 genome: one record of 4,641,652 bp with the documented composition."""
     (rec,) = read_fasta(ECOLI_BGZ)

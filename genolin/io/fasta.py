@@ -282,16 +282,16 @@ class Genome:
 
         fai = Path(str(self.path) + ".fai")
         gzi = Path(str(self.path) + ".gzi")
-        needs = [fai] + ([gzi] if kind == "bgzf" else [])
-        if not all(p.exists() for p in needs) and not _writable(self.path.parent):
+        if not _current(self.path, kind, fai, gzi) and not _writable(self.path.parent):
             cache = _cache_dir(self.path)
             fai, gzi = cache / fai.name, cache / gzi.name
-        kwargs = {"gzi_indexname": str(gzi)} if kind == "bgzf" else {}
+        options = {"read_long_names": False, "duplicate_action": "stop", "sequence_always_upper": False}
         try:
-            self._faidx = pyfaidx.Faidx(
-                str(self.path), indexname=str(fai), read_long_names=False, duplicate_action="stop",
-                sequence_always_upper=False, **kwargs,
-            )
+            if not _current(self.path, kind, fai, gzi):
+                _build_index(self.path, kind, fai, gzi, options)
+            kwargs = {"gzi_indexname": str(gzi)} if kind == "bgzf" else {}
+            self._faidx = pyfaidx.Faidx(str(self.path), indexname=str(fai), build_index=False, rebuild=False,
+                                        **options, **kwargs)
         except pyfaidx.FastaIndexingError as exc:
             log.warning("%s: cannot index (%s); reading it into memory", self.path, exc)
             self._load_memory()
@@ -303,6 +303,10 @@ class Genome:
                 raise InputError(self.path, f"cannot index: {exc}") from exc
         except (struct.error, OSError, EOFError, zlib.error) as exc:  # Bio.bgzf on damaged blocks
             raise InputError(self.path, f"corrupt or truncated (cannot index: {exc})") from None
+        if self._faidx is not None and not self._faidx.index:  # the file starts with a record (_check_start)
+            self._faidx.close()
+            raise InputError(fai, f"this index of {self.path} lists no records (an interrupted write?): delete it "
+                                  "and run again")
 
     def fetch(self, name: str, start: int = 0, end: int | None = None) -> bytes:
         """Bases ``[start, end)`` of record ``name``, normalised to ``ACGTN``."""
@@ -335,6 +339,33 @@ class Genome:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _current(path: Path, kind: str, fai: Path, gzi: Path) -> bool:
+    """The .fai (and a BGZF file's .gzi) there and no older than the FASTA (pyfaidx's own test of staleness)."""
+    try:
+        return all(p.stat().st_mtime >= path.stat().st_mtime for p in ([fai, gzi] if kind == "bgzf" else [fai]))
+    except FileNotFoundError:
+        return False
+
+
+def _build_index(path: Path, kind: str, fai: Path, gzi: Path, options: dict) -> None:
+    """Build ``fai`` (and ``gzi`` for BGZF) under temporary names and rename them into place, .gzi first: a
+    process that opens the genome meanwhile (torchrun's other ranks, parallel workflow jobs) finds no index or a
+    whole one, never a half-written one (pyfaidx writes in place)."""
+    import pyfaidx
+
+    tag = f".{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    tmp_fai, tmp_gzi = Path(str(fai) + tag), Path(str(gzi) + tag)
+    kwargs = {"gzi_indexname": str(tmp_gzi)} if kind == "bgzf" else {}
+    try:
+        pyfaidx.Faidx(str(path), indexname=str(tmp_fai), **options, **kwargs).close()
+        if kind == "bgzf":
+            os.replace(tmp_gzi, gzi)
+        os.replace(tmp_fai, fai)
+    finally:
+        for p in (tmp_fai, tmp_gzi):
+            p.unlink(missing_ok=True)
 
 
 def _writable(folder: Path) -> bool:
