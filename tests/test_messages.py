@@ -7,7 +7,7 @@ import os
 
 import pytest
 from click.testing import CliRunner
-from conftest import ECOLI_BGZ, GUE_TATA
+from conftest import ECOLI_BGZ, FIXTURES, GUE_TATA
 
 from genolin.cli import cli
 from genolin.io.fasta import read_fasta
@@ -82,3 +82,13 @@ def test_truncated_bgzip_genome_in_train_evaluate_predict(tmp_path):
     r = run("train", "--fasta", cut, "--tss", bed, "--out", tmp_path / "run")
     assert r.exit_code == 1 and f"{cut}: truncated bgzip file" in r.output and "internal error" not in r.output
     assert not (tmp_path / "run" / "model.safetensors").exists()
+
+
+def test_a_genome_without_bases_is_an_error_not_empty_tracks(tmp_path):
+    """Records with names and no sequence: no tracks that would read as "no promoters", a non-zero exit."""
+    fasta = tmp_path / "empty.fa"
+    fasta.write_text(">a\n>b\n\n")
+    r = run("predict", "--model", FIXTURES / "v1_runs" / "track_run", "--fasta", fasta, "--device", "cpu",
+            "--out", tmp_path / "p")
+    assert r.exit_code == 1 and f"genolin: error: {fasta}: no record holds any bases: nothing to predict" in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.fa", "empty.fa.fai"]

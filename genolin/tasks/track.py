@@ -566,6 +566,8 @@ class TrackTask(Task):
             raise InputError(None, "these genomes share contig names, which one bedGraph cannot tell apart: predict "
                                    "one genome at a time")
         regions = data.whole()
+        if not any(b > a for _, a, b in regions):  # records with no bases only: empty tracks would look like a result
+            raise InputError(inputs.fasta[0], "no record holds any bases: nothing to predict")
         if options.contigs:
             missing = [c for c in options.contigs if c not in data.lengths]
             if missing:
