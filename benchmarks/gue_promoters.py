@@ -113,21 +113,26 @@ def genolin_run(args, task_dir: Path, seed: int, work: Path, variant: tuple[str,
                         "--preset", args.preset, "--device", args.device, "--seed", str(seed), *extra,
                         "--out", str(run)], check=True)
     train_s = time.perf_counter() - t0
-    return {"seed": seed, **score_on_test(args, task_dir, [run], run / "eval_test"), "train_seconds": round(train_s, 1),
-            "run": str(run)}
+    out = {"seed": seed, **score_on_test(args, task_dir, [run], run / "eval_test"), "train_seconds": round(train_s, 1),
+           "run": str(run)}
+    if args.shift_average:
+        out["shifted"] = score_on_test(args, task_dir, [run], run / "eval_test_shift", shift=args.shift_average)
+    return out
 
 
-def score_on_test(args, task_dir: Path, runs: list[Path], out: Path) -> dict:
-    """Test MCC and AUROC of a run, or of the ensemble of several, by ``genolin evaluate``."""
+def score_on_test(args, task_dir: Path, runs: list[Path], out: Path, shift: int = 0) -> dict:
+    """Test MCC and AUROC of a run, or of the ensemble of several, by ``genolin evaluate`` (``shift``: with
+    ``--shift-average shift``)."""
     rc = args.rc_average
     if rc is None:  # auto: strand-averaged scoring for runs that trained with reverse complements
         rc = json.loads((runs[0] / "config.json").read_text())["train"]["rc_prob"] > 0
     models = [a for r in runs for a in ("--model", str(r))]
     subprocess.run([*GENOLIN, "evaluate", *models, "--csv", str(task_dir / "test.csv"),
-                    "--rc-average" if rc else "--no-rc-average", "--device", args.device, "--out", str(out)],
+                    "--rc-average" if rc else "--no-rc-average", "--shift-average", str(shift), "--device",
+                    args.device, "--out", str(out)],
                    check=True)
     m = json.loads((out / "metrics.json").read_text())
-    return {"test_mcc": m["mcc"], "test_auroc": m.get("auroc"), "rc_average": rc}
+    return {"test_mcc": m["mcc"], "test_auroc": m.get("auroc"), "rc_average": rc, "shift_average": shift}
 
 
 def parse_variants(args) -> list[tuple[str, list[str]]]:
@@ -157,6 +162,8 @@ def main() -> None:
     ap.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=None,
                     help="score test with forward and reverse-complement predictions averaged (default: for runs "
                          "trained with reverse complements, rc_prob > 0)")
+    ap.add_argument("--shift-average", type=int, default=0, metavar="N",
+                    help="also score every run and ensemble with `genolin evaluate --shift-average N`")
     ap.add_argument("--ensemble", action="store_true", help="also score the ensemble of each row's seeds")
     ap.add_argument("--no-genolin", dest="genolin", action="store_false", help="the baseline only")
     ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
@@ -185,13 +192,20 @@ def main() -> None:
             r = futures[(row["task"], row["mixer"], seed)].result()
             row["genolin"].append(r)
             print(f"{row['task']:17s} {row['mixer']:15s} seed {seed} test MCC x100 {100 * r['test_mcc']:6.2f} "
-                  f"({r['train_seconds']:.0f} s)", flush=True)
+                  + (f"(shift views: {100 * r['shifted']['test_mcc']:6.2f}) " if "shifted" in r else "")
+                  + f"({r['train_seconds']:.0f} s)", flush=True)
         if args.ensemble and len(row["genolin"]) > 1:
             runs = [Path(g["run"]) for g in row["genolin"]]
             row["ensemble"] = score_on_test(args, Path(args.gue) / row["task"], runs,
                                             runs[0].with_name(runs[0].name.rsplit("_seed", 1)[0] + "_ensemble"))
+            if args.shift_average:
+                row["ensemble_shifted"] = score_on_test(
+                    args, Path(args.gue) / row["task"], runs,
+                    runs[0].with_name(runs[0].name.rsplit("_seed", 1)[0] + "_ensemble_shift"), shift=args.shift_average)
             print(f"{row['task']:17s} {row['mixer']:15s} ensemble of {len(runs)} seeds test MCC x100 "
-                  f"{100 * row['ensemble']['test_mcc']:6.2f}", flush=True)
+                  f"{100 * row['ensemble']['test_mcc']:6.2f}"
+                  + (f" (shift views: {100 * row['ensemble_shifted']['test_mcc']:6.2f})" if args.shift_average else ""),
+                  flush=True)
     pool.shutdown()
 
     import torch
@@ -212,8 +226,9 @@ def main() -> None:
              f"{args.preset}, seeds {args.seeds}" + (f", {args.max_minutes} min per run" if args.max_minutes else ""),
              "", f"`{meta['command']}`", "",
              "| task | mixer | genolin (mean +- sd over seeds) | ensemble of the seeds | k-mer LR (C on dev) "
-             "| genolin - LR | train s per seed | " + " | ".join(f"{n} (published)" for n in names) + " |",
-             "|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(names)]
+             "| genolin - LR | train s per seed | " + " | ".join(f"{n} (published)" for n in names) + " |"
+             + (f" with --shift-average {args.shift_average} | its ensemble |" if args.shift_average else ""),
+             "|---|---|---:|---:|---:|---:|---:|" + "---:|" * (len(names) + (2 if args.shift_average else 0))]
     for r in rows:
         lr = 100 * r["baseline"]["test_mcc"]
         mccs = [100 * g["test_mcc"] for g in r["genolin"]]
@@ -226,8 +241,14 @@ def main() -> None:
             ours = diff = secs = ""
         pub = [str(PUBLISHED.get(r["task"], {}).get(n, "")) for n in names]
         ens = f"{100 * r['ensemble']['test_mcc']:.2f}" if "ensemble" in r else ""
+        shifted = ""
+        if args.shift_average:
+            sh = [100 * g["shifted"]["test_mcc"] for g in r["genolin"]]
+            shifted = (f" {statistics.mean(sh):.2f} +- {statistics.stdev(sh) if len(sh) > 1 else 0.0:.2f} |" if sh
+                       else " |") + (f" {100 * r['ensemble_shifted']['test_mcc']:.2f} |" if "ensemble_shifted" in r
+                                     else " |")
         lines.append(f"| {r['task']} | {r['mixer']} | {ours} | {ens} | {lr:.2f} | {diff} | {secs} | "
-                     + " | ".join(pub) + " |")
+                     + " | ".join(pub) + " |" + shifted)
     Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

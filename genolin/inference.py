@@ -68,8 +68,10 @@ class Predictor:
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
                  amp: bool = False, dist: Dist | None = None, compile: bool | None = False,
-                 members: list[tuple[Encoder, Task]] | None = None):
+                 members: list[tuple[Encoder, Task]] | None = None, shift_views: int = 0):
         self.model, self.task, self.device = model, task, device
+        # sequence classifiers: probabilities also averaged over these many views with leading bases dropped
+        self.shift_views = shift_views
         # (model, task) pairs whose probabilities are averaged; the first is (model, task)
         self.members = members or [(model, task)]
         self.batch_size, self.max_tokens = batch_size, max_tokens
@@ -123,17 +125,20 @@ class Predictor:
 
     # -- labelled or unlabelled sequences --------------------------------------------------------------------
     def _per_batch(self, data: SequenceData, rc_average: bool, score):
-        """(indices, score(ids, mask), the same of the reverse complements or None) for each batch of ``data``."""
+        """(indices, [score(ids, mask) of each view]) for each batch of ``data``; the views: the sequences as
+        given, then with 1 .. ``shift_views`` leading bases dropped, each of them also reverse-complemented with
+        ``rc_average`` (the shifts then drop the reverse complement's leading bases)."""
+        views = [(rc, shift) for rc in ((False, True) if rc_average else (False,))
+                 for shift in range(self.shift_views + 1)]
         for indices in data.batches(self.batch_size, self.max_tokens, None):
-            batch = data.collate(indices)
-            rc = data.collate(indices, rc=True) if rc_average else None
-            yield indices, score(batch.ids, batch.mask), None if rc is None else score(rc.ids, rc.mask)
+            batches = [data.collate(indices, rc=rc, shift=shift) for rc, shift in views]
+            yield indices, [score(b.ids, b.mask) for b in batches]
 
     def sequence_probs(self, data: SequenceData, *, rc_average: bool = False) -> np.ndarray:
-        """(n, C) class probabilities, in the order of ``data``."""
+        """(n, C) class probabilities, in the order of ``data`` (the mean over the views of ``_per_batch``)."""
         out = np.zeros((len(data), self.model.cfg.n_classes), dtype=np.float64)
-        for indices, probs, rc in self._per_batch(data, rc_average, self._probs):
-            out[indices] = probs if rc is None else 0.5 * (probs + rc)
+        for indices, views in self._per_batch(data, rc_average, self._probs):
+            out[indices] = views[0] if len(views) == 1 else np.mean(views, axis=0)
         return out
 
     def sequence_log_probs(self, data: SequenceData, *, rc_average: bool = False) -> np.ndarray:
@@ -146,8 +151,8 @@ class Predictor:
             return _finite((torch.logsumexp(lp, 0) - np.log(len(self.members))).cpu().numpy())
 
         out = np.zeros((len(data), self.model.cfg.n_classes), dtype=np.float64)
-        for indices, lp, rc in self._per_batch(data, rc_average, log_probs):
-            out[indices] = lp if rc is None else np.logaddexp(lp, rc) - np.log(2.0)  # log of the strands' mean
+        for indices, views in self._per_batch(data, rc_average, log_probs):  # the log of the views' mean
+            out[indices] = views[0] if len(views) == 1 else _logmeanexp(np.stack(views))
         return out
 
     # -- genome regions --------------------------------------------------------------------------------------
@@ -332,6 +337,12 @@ def rc_averaged(probs: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:
     return 0.5 * (probs[:n] + mirrored)
 
 
+def _logmeanexp(x: np.ndarray) -> np.ndarray:
+    """log(mean(exp(x), axis 0)) without overflow: (V, ...) -> (...)."""
+    top = x.max(axis=0)
+    return top + np.log(np.mean(np.exp(x - top), axis=0))
+
+
 def _finite(probs: np.ndarray) -> np.ndarray:
     """``probs``, or an InputError when the model gave NaN/inf (weights with huge values overflow to them)."""
     if not np.isfinite(probs).all():
@@ -395,18 +406,23 @@ def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
 
 
 def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_size: int | None = None,
-             distributed: bool = False, compile: bool | None = False) -> Run:
+             distributed: bool = False, compile: bool | None = False, shift_views: int = 0) -> Run:
     """The model of a run directory (best weights if training validated, else the last), in eval mode; a list of
     run directories: their ensemble (see the module docstring), whose decision threshold is the mean of the ones
     its members chose on validation (when all did).
     ``distributed``: under torchrun, join its process group and share genome windows out over the ranks.
-    ``compile``: run the blocks through torch.compile; None: for large genomes on CUDA (see ``Predictor``)."""
+    ``compile``: run the blocks through torch.compile; None: for large genomes on CUDA (see ``Predictor``).
+    ``shift_views``: a sequence classifier's probabilities also averaged over its inputs with 1..shift_views
+    leading bases dropped (``Predictor._per_batch``)."""
     run_dirs = list(run_dir) if isinstance(run_dir, list | tuple) else [run_dir]
     if not run_dirs:
         raise InputError(None, "no run directory given")
     configs = [ckpt.read_run_config(d) for d in run_dirs]
     _check_ensemble(run_dirs, configs)
     config = configs[0]
+    if shift_views and config.task != "sequence":
+        raise InputError("--shift-average", "averages shifted inputs of sequence classifiers; this run is a "
+                                            f"{config.task} model")
     dist = init_distributed(device) if distributed else Dist()
     dev = pick_device(device, dist.local_rank)
     members = [_member(d, c, dev) for d, c in zip(run_dirs, configs, strict=True)]
@@ -417,11 +433,15 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
             window_tokens = config.train.window_bp // config.train.stride
             batch_size = max(batch_size, WINDOW_BATCH_TOKENS[dev.type == "cuda"] // window_tokens)
     predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
-                          amp=config.train.amp, dist=dist, compile=compile, members=[m[:2] for m in members])
+                          amp=config.train.amp, dist=dist, compile=compile, members=[m[:2] for m in members],
+                          shift_views=shift_views)
     thresholds = [float(m[3]["threshold"]) for m in members if "threshold" in m[3]]
     threshold = float(np.mean(thresholds)) if len(thresholds) == len(members) else None
     if len(members) > 1:
         log.info("an ensemble of %d runs: probabilities averaged", len(members))
+    if shift_views:
+        log.info("probabilities averaged over %d shifted views of each sequence (the run trained with shifts of up "
+                 "to %d bases)", shift_views + 1, config.train.max_shift_bp)
     return Run(config, task, model, predictor, weights, threshold)
 
 

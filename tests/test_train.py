@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import DATA, ECOLI_BGZ, GUE_TATA
+from conftest import DATA, ECOLI_BGZ, FIXTURES, GUE_TATA
 
 from genolin.cli import cli
 from genolin.io.bed import Interval
@@ -573,3 +573,43 @@ def test_every_mixer_trains_and_predicts_from_the_cli(tmp_path, gue_small, mixer
         r = run("predict", "--model", out, "--fasta", tmp_path / "long.fa", "--out", tmp_path / "q.tsv")
         assert r.exit_code != 0 and "'long' has 120 tokens" in r.output and "model.max_len (70)" in r.output
         assert not (tmp_path / "q.tsv").exists()
+
+
+def test_shift_average_is_the_mean_over_each_view(tmp_path, gue_small):
+    """--shift-average N: each sequence's probabilities are the mean over itself and its copies with 1..N leading
+    bases dropped (and, with --rc-average, the same of its reverse complement), each view scored alone here;
+    track models refuse it naming the option."""
+    from genolin.inference import load_run
+
+    out = tmp_path / "s"
+    r = run("train", "--csv", gue_small / "train.csv", "--out", out, "--max-steps", 3)
+    assert r.exit_code == 0, r.output
+    plain = load_run(out, "cpu")
+    shifted = load_run(out, "cpu", shift_views=2)
+    data = plain.task.load_evaluation(csv_spec(gue_small / "dev.csv"))
+    n = 23  # an odd number of sequences, in batches of several lengths
+    data.dataset.seqs, data.dataset.labels = data.dataset.seqs[:n], data.dataset.labels[:n]
+    data.dataset.seqs[3] = data.dataset.seqs[3][:2]  # shorter than the shifts: its last base stays
+    data.lengths, data.tokens = data.lengths[:n], None  # the path that tokenizes each view again
+    data.lengths[3] = 2
+
+    def alone(i: int, rc: bool, shift: int) -> np.ndarray:
+        ids = torch.as_tensor(data.tokens_of(i, rc=rc, shift=shift)[None].astype(np.int64))
+        return torch.softmax(plain.predictor.outputs(ids, torch.ones_like(ids, dtype=torch.bool)).logits.double(),
+                             -1).numpy()[0]
+
+    for rc_average in (False, True):
+        strands = (False, True) if rc_average else (False,)
+        expected = np.array([np.mean([alone(i, rc, s) for rc in strands for s in range(3)], axis=0)
+                             for i in range(n)])
+        got = shifted.predictor.sequence_probs(data, rc_average=rc_average)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.exp(shifted.predictor.sequence_log_probs(data, rc_average=rc_average)), got,
+                                   rtol=1e-5, atol=1e-7)
+        assert not np.allclose(got, plain.predictor.sequence_probs(data, rc_average=rc_average))
+    r = run("evaluate", "--model", out, "--csv", gue_small / "dev.csv", "--shift-average", 3, "--out", tmp_path / "e")
+    assert r.exit_code == 0 and (tmp_path / "e" / "metrics.json").exists(), r.output
+    r = run("predict", "--model", FIXTURES / "v1_runs" / "track_run", "--fasta", ECOLI_BGZ, "--shift-average", 1,
+            "--out", tmp_path / "t")
+    assert r.exit_code == 1 and "--shift-average: averages shifted inputs of sequence classifiers" in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e", "s"]

@@ -20,6 +20,10 @@ import click
               help="Report folder [default: RUN_DIR/evaluation; an ensemble needs --out].")
 @click.option("--rc-average/--no-rc-average", default=False, help="Average forward and reverse-complement "
                                                                   "predictions.")
+@click.option("--shift-average", type=click.IntRange(0, 50), default=0, metavar="N",
+              help="Sequence classifier: also average over the sequences with 1..N leading bases dropped (and their "
+                   "reverse complements' with --rc-average): test-time augmentation for runs trained with shifts "
+                   "(max_shift_bp, 3 in the presets).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Decision probability for MCC, F1 and track calls [default: the run's threshold chosen on "
                    "validation (tracks: max F1, classifiers: max MCC), else 0.5; classifiers of more than two "
@@ -29,7 +33,7 @@ import click
 @click.option("--held-out/--whole-genome", default=False,
               help="Tracks: score only the end of each contig that training held out (the training genome).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, threshold, min_distance, held_out,
+def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, shift_average, threshold, min_distance, held_out,
              device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
     from genolin.config import DataSpec
@@ -38,7 +42,7 @@ def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, threshold, mi
 
     if len(model_dirs) > 1 and out is None:
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
-    run = load_run(list(model_dirs), device)
+    run = load_run(list(model_dirs), device, shift_views=shift_average)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss))
     run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=rc_average,
                    threshold=run.decision_threshold(threshold),

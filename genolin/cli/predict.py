@@ -16,6 +16,10 @@ import click
                    "OUT.minus.bedGraph (or .bw) and OUT.peaks.bed.")
 @click.option("--rc-average/--no-rc-average", default=False,
               help="Average forward and reverse-complement predictions.")
+@click.option("--shift-average", type=click.IntRange(0, 50), default=0, metavar="N",
+              help="Sequence classifier: also average over the sequences with 1..N leading bases dropped (and their "
+                   "reverse complements' with --rc-average): test-time augmentation for runs trained with shifts "
+                   "(max_shift_bp, 3 in the presets).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Decision probability: track calls, or the last class of a two-class classifier [default: the "
                    "run's threshold chosen on validation (tracks: max F1, classifiers: max MCC), else 0.5].")
@@ -31,7 +35,7 @@ import click
               help="Run the model's blocks through torch.compile [default: on CUDA for genomes of >= 200 Mbp]. "
                    "On an H200 (base model, RC averaging) the model pipeline ran 5.2 -> 9.4 Mbp/s; compiling "
                    "takes about 10 s on a machine's first run, about 1 s once torch's cache holds it.")
-def predict(model_dirs, fasta, csv, out, rc_average, threshold, track_format, contigs, min_distance,
+def predict(model_dirs, fasta, csv, out, rc_average, shift_average, threshold, track_format, contigs, min_distance,
             batch_size, device, compile_model) -> None:
     """Predict promoters with a trained model."""
     import logging
@@ -45,7 +49,8 @@ def predict(model_dirs, fasta, csv, out, rc_average, threshold, track_format, co
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
     # under torchrun the genome's windows are shared out over the processes
-    run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model)
+    run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
+                   shift_views=shift_average)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = PredictOptions(rc_average=rc_average, threshold=run.decision_threshold(threshold),
                              min_distance_bp=min_distance, track_format=track_format,

@@ -90,15 +90,15 @@ class SequenceData:
         return length_batches(self.lengths, batch_size, max_tokens, rng)
 
     def collate(self, indices: list[int], rng: np.random.Generator | None = None, *, rc_prob: float = 0.0,
-                max_shift: int = 0, rc: bool = False, mutate_prob: float = 0.0) -> Batch:
-        """Tokens of ``indices``: all reverse-complemented with ``rc``; with ``rng``, each at random (rc_prob,
-        shifts up to max_shift bases, bases substituted with mutate_prob)."""
+                max_shift: int = 0, rc: bool = False, shift: int = 0, mutate_prob: float = 0.0) -> Batch:
+        """Tokens of ``indices``: all reverse-complemented with ``rc`` and ``shift`` leading bases dropped; with
+        ``rng``, each at random (rc_prob, shifts up to max_shift bases, bases substituted with mutate_prob)."""
         arrays = []
         mutate = (rng, mutate_prob) if rng is not None and mutate_prob > 0 else None
         for i in indices:
             flip = rc or (rng is not None and rc_prob > 0 and rng.random() < rc_prob)
-            shift = int(rng.integers(0, max_shift + 1)) if rng is not None and max_shift > 0 else 0
-            arrays.append(self.tokens_of(i, rc=flip, shift=shift, mutate=mutate))
+            drop = shift + (int(rng.integers(0, max_shift + 1)) if rng is not None and max_shift > 0 else 0)
+            arrays.append(self.tokens_of(i, rc=flip, shift=drop, mutate=mutate))
         ids, mask = pad_tokens(arrays)
         return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
 
