@@ -372,6 +372,17 @@ class Run:
         log.info("decision threshold %.4g (%s)", value, source)
         return value
 
+    def rc_average(self, given: bool | None) -> bool:
+        """``given`` (--rc-average / --no-rc-average), else on for a sequence classifier that trained with reverse
+        complements (rc_prob > 0: the small and base presets), off otherwise (a track model's genome prediction
+        would take twice as long)."""
+        if given is not None:
+            return given
+        on = self.task.name == "sequence" and self.config.train.rc_prob > 0
+        if on:
+            log.info("both strands averaged: the run trained with reverse complements (--no-rc-average: forward only)")
+        return on
+
 
 # what the members of an ensemble share: they must see the same batches and score the same classes
 ENSEMBLE_SHARED = {"sequence": ("k", "stride"), "track": ("k", "stride", "window_bp", "eval_bin_bp")}

@@ -613,3 +613,22 @@ def test_shift_average_is_the_mean_over_each_view(tmp_path, gue_small):
             "--out", tmp_path / "t")
     assert r.exit_code == 1 and "--shift-average: averages shifted inputs of sequence classifiers" in r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e", "s"]
+
+
+def test_classifiers_trained_with_reverse_complements_average_strands_by_default(tmp_path, gue_small):
+    """evaluate / predict without --rc-average/--no-rc-average: both strands for a sequence run trained with
+    reverse complements (rc_prob > 0), the forward strand for one trained without."""
+    for rc_prob in (0.5, 0.0):
+        out = tmp_path / f"rc{rc_prob}"
+        # without tiny's k-mer term: fitted on both strands, it alone scores both strands alike
+        r = run("train", "--csv", gue_small / "train.csv", "--out", out, "--max-steps", 3,
+                "--set", f"rc_prob={rc_prob}", "--set", "model.kmer_logits=0")
+        assert r.exit_code == 0, r.output
+        tables = {}
+        for flag in ([], ["--rc-average"], ["--no-rc-average"]):
+            target = tmp_path / f"p{rc_prob}{''.join(flag)}.tsv"
+            r = run("predict", "--model", out, "--csv", gue_small / "dev.csv", "--out", target, *flag)
+            assert r.exit_code == 0, r.output
+            tables[tuple(flag)] = target.read_text()
+        assert tables[()] == tables[("--rc-average",) if rc_prob else ("--no-rc-average",)]
+        assert tables["--rc-average",] != tables["--no-rc-average",]

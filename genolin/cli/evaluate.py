@@ -18,8 +18,9 @@ import click
                    "all; metrics per genome and over all.")
 @click.option("--out", metavar="DIR", default=None,
               help="Report folder [default: RUN_DIR/evaluation; an ensemble needs --out].")
-@click.option("--rc-average/--no-rc-average", default=False, help="Average forward and reverse-complement "
-                                                                  "predictions.")
+@click.option("--rc-average/--no-rc-average", default=None,
+              help="Average forward and reverse-complement predictions [default: on for sequence classifiers "
+                   "trained with reverse complements (the small and base presets), else off].")
 @click.option("--shift-average", type=click.IntRange(0, 50), default=0, metavar="N",
               help="Sequence classifier: also average over the sequences with 1..N leading bases dropped (and their "
                    "reverse complements' with --rc-average): test-time augmentation for runs trained with shifts "
@@ -44,6 +45,6 @@ def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, shift_average
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
     run = load_run(list(model_dirs), device, shift_views=shift_average)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss))
-    run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=rc_average,
+    run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=run.rc_average(rc_average),
                    threshold=run.decision_threshold(threshold),
                    min_distance_bp=min_distance, held_out=held_out)

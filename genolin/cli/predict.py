@@ -14,8 +14,9 @@ import click
 @click.option("--out", required=True, metavar="OUT",
               help="Sequence model: the TSV to write. Track model: a prefix for OUT.plus.bedGraph, "
                    "OUT.minus.bedGraph (or .bw) and OUT.peaks.bed.")
-@click.option("--rc-average/--no-rc-average", default=False,
-              help="Average forward and reverse-complement predictions.")
+@click.option("--rc-average/--no-rc-average", default=None,
+              help="Average forward and reverse-complement predictions [default: on for sequence classifiers "
+                   "trained with reverse complements (the small and base presets), else off].")
 @click.option("--shift-average", type=click.IntRange(0, 50), default=0, metavar="N",
               help="Sequence classifier: also average over the sequences with 1..N leading bases dropped (and their "
                    "reverse complements' with --rc-average): test-time augmentation for runs trained with shifts "
@@ -52,7 +53,7 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, threshold, t
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
                    shift_views=shift_average)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
-    options = PredictOptions(rc_average=rc_average, threshold=run.decision_threshold(threshold),
+    options = PredictOptions(rc_average=run.rc_average(rc_average), threshold=run.decision_threshold(threshold),
                              min_distance_bp=min_distance, track_format=track_format,
                              contigs=tuple(contigs))
     t0 = time.perf_counter()
