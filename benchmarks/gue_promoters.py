@@ -5,7 +5,9 @@ prom_core_tata (70 bp), prom_300_tata (300 bp). For each task:
 - baseline: counts of every k-mer for k = 1..6 (L1-normalised per k), scikit-learn LogisticRegression with C chosen
   on dev from a small grid, test MCC at 0.5;
 - genolin: `genolin train --csv train --val-csv dev --preset P` (model chosen on dev MCC) for each seed, then
-  `genolin evaluate --model RUN --csv test` (both strands averaged for runs trained with RC augmentation); mean
+  `genolin evaluate --model RUN --csv test --shift-average 0` (both strands averaged for runs trained with RC
+  augmentation; with ``--shift-average N`` each run is also scored with `--shift-average N`, the test-time shift
+  views `genolin evaluate` uses by default for such runs with N = their max_shift_bp); mean
   and spread of test MCC over the seeds; with ``--ensemble`` also the ensemble of a row's seeds
   (`genolin evaluate --model RUN_SEED0 --model RUN_SEED1 ...`: their probabilities averaged), whose GPU minutes
   are those of its runs together (trained at once with ``--jobs``).

@@ -417,21 +417,24 @@ def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
 
 
 def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_size: int | None = None,
-             distributed: bool = False, compile: bool | None = False, shift_views: int = 0) -> Run:
+             distributed: bool = False, compile: bool | None = False, shift_views: int | None = 0) -> Run:
     """The model of a run directory (best weights if training validated, else the last), in eval mode; a list of
     run directories: their ensemble (see the module docstring), whose decision threshold is the mean of the ones
     its members chose on validation (when all did).
     ``distributed``: under torchrun, join its process group and share genome windows out over the ranks.
     ``compile``: run the blocks through torch.compile; None: for large genomes on CUDA (see ``Predictor``).
     ``shift_views``: a sequence classifier's probabilities also averaged over its inputs with 1..shift_views
-    leading bases dropped (``Predictor._per_batch``)."""
+    leading bases dropped (``Predictor._per_batch``); None: the training's own shift range (max_shift_bp) for a
+    classifier trained with reverse complements (the small and base presets), else 0."""
     run_dirs = list(run_dir) if isinstance(run_dir, list | tuple) else [run_dir]
     if not run_dirs:
         raise InputError(None, "no run directory given")
     configs = [ckpt.read_run_config(d) for d in run_dirs]
     _check_ensemble(run_dirs, configs)
     config = configs[0]
-    if shift_views and config.task != "sequence":
+    if shift_views is None:  # measured: benchmarks/results/gue_promoters_h200_shift_2026-11-24
+        shift_views = config.train.max_shift_bp if config.task == "sequence" and config.train.rc_prob > 0 else 0
+    elif shift_views and config.task != "sequence":
         raise InputError("--shift-average", "averages shifted inputs of sequence classifiers; this run is a "
                                             f"{config.task} model")
     dist = init_distributed(device) if distributed else Dist()
@@ -451,8 +454,8 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     if len(members) > 1:
         log.info("an ensemble of %d runs: probabilities averaged", len(members))
     if shift_views:
-        log.info("probabilities averaged over %d shifted views of each sequence (the run trained with shifts of up "
-                 "to %d bases)", shift_views + 1, config.train.max_shift_bp)
+        log.info("probabilities averaged over each sequence with 0..%d leading bases dropped (the run trained with "
+                 "shifts of up to %d; --shift-average 0: off)", shift_views, config.train.max_shift_bp)
     return Run(config, task, model, predictor, weights, threshold)
 
 

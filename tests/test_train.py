@@ -616,8 +616,9 @@ def test_shift_average_is_the_mean_over_each_view(tmp_path, gue_small):
 
 
 def test_classifiers_trained_with_reverse_complements_average_strands_by_default(tmp_path, gue_small):
-    """evaluate / predict without --rc-average/--no-rc-average: both strands for a sequence run trained with
-    reverse complements (rc_prob > 0), the forward strand for one trained without."""
+    """predict / evaluate without --rc-average/--no-rc-average or --shift-average: both strands and the training's
+    shifts (3) for a sequence run trained with reverse complements (rc_prob > 0), the forward strand as given for
+    one trained without."""
     for rc_prob in (0.5, 0.0):
         out = tmp_path / f"rc{rc_prob}"
         # without tiny's k-mer term: fitted on both strands, it alone scores both strands alike
@@ -625,10 +626,11 @@ def test_classifiers_trained_with_reverse_complements_average_strands_by_default
                 "--set", f"rc_prob={rc_prob}", "--set", "model.kmer_logits=0")
         assert r.exit_code == 0, r.output
         tables = {}
-        for flag in ([], ["--rc-average"], ["--no-rc-average"]):
+        on, off = ("--rc-average", "--shift-average", "3"), ("--no-rc-average", "--shift-average", "0")
+        for flag in ((), on, off, ("--rc-average", "--shift-average", "0")):
             target = tmp_path / f"p{rc_prob}{''.join(flag)}.tsv"
             r = run("predict", "--model", out, "--csv", gue_small / "dev.csv", "--out", target, *flag)
             assert r.exit_code == 0, r.output
-            tables[tuple(flag)] = target.read_text()
-        assert tables[()] == tables[("--rc-average",) if rc_prob else ("--no-rc-average",)]
-        assert tables["--rc-average",] != tables["--no-rc-average",]
+            tables[flag] = target.read_text()
+        assert tables[()] == tables[on if rc_prob else off]
+        assert len({tables[on], tables[off], tables["--rc-average", "--shift-average", "0"]}) == 3
