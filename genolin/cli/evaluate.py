@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from genolin.cli.options import averaging_options
+
 
 @click.command(context_settings={"show_default": True})
 @click.option("--model", "model_dirs", required=True, multiple=True, metavar="RUN_DIR",
@@ -18,14 +20,7 @@ import click
                    "all; metrics per genome and over all.")
 @click.option("--out", metavar="DIR", default=None,
               help="Report folder [default: RUN_DIR/evaluation; an ensemble needs --out].")
-@click.option("--rc-average/--no-rc-average", default=None,
-              help="Average forward and reverse-complement predictions [default: on for sequence classifiers "
-                   "trained with reverse complements (the small and base presets), else off].")
-@click.option("--shift-average", type=click.IntRange(0, 50), default=None, metavar="N",
-              help="Sequence classifier: also average over the sequences with 1..N leading bases dropped (and their "
-                   "reverse complements' with --rc-average): test-time augmentation [default: the run's training "
-                   "shifts, max_shift_bp (3), for classifiers trained with reverse complements (small, base), else "
-                   "0].")
+@averaging_options
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Decision probability for MCC, F1 and track calls [default: the run's threshold chosen on "
                    "validation (tracks: max F1, classifiers: max MCC), else 0.5; classifiers of more than two "

@@ -1,0 +1,19 @@
+"""Options that ``predict`` and ``evaluate`` share: how a run's probabilities are averaged over views of each input."""
+
+from __future__ import annotations
+
+import click
+
+
+def averaging_options(command):
+    """``--rc-average/--no-rc-average`` and ``--shift-average N``; both default to None, which ``Run.rc_average``
+    and ``load_run`` resolve from the run (on for sequence classifiers trained with reverse complements)."""
+    command = click.option(
+        "--shift-average", type=click.IntRange(0, 50), default=None, metavar="N",
+        help="Sequence classifier: also average over the sequences with 1..N leading bases dropped (and their "
+             "reverse complements' with --rc-average): test-time augmentation [default: the run's training shifts, "
+             "max_shift_bp (3), for classifiers trained with reverse complements (small, base), else 0].")(command)
+    return click.option(
+        "--rc-average/--no-rc-average", default=None,
+        help="Average forward and reverse-complement predictions [default: on for sequence classifiers trained "
+             "with reverse complements (the small and base presets), else off].")(command)
