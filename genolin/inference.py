@@ -34,6 +34,7 @@ import torch
 
 from genolin import checkpoint as ckpt
 from genolin.checkpoint import RunConfig
+from genolin.config import TrainConfig
 from genolin.device import Dist, init_distributed, peers_alive, pick_device
 from genolin.errors import InputError
 from genolin.model import Encoder
@@ -378,10 +379,20 @@ class Run:
         would take twice as long)."""
         if given is not None:
             return given
-        on = self.task.name == "sequence" and self.config.train.rc_prob > 0
+        on = default_views(self.config.task, self.config.train)[0]
         if on:
             log.info("both strands averaged: the run trained with reverse complements (--no-rc-average: forward only)")
         return on
+
+
+def default_views(task: str, train: TrainConfig) -> tuple[bool, int]:
+    """(both strands averaged, shift views) that predict and evaluate use unless told otherwise: a sequence
+    classifier trained with reverse complements (rc_prob > 0: small, base) is scored over both strands and its
+    training's shifts (max_shift_bp), 8 views with the presets (GUE promoter tasks: +1.15 test MCC on average,
+    benchmarks/results/gue_promoters_h200_shift_2026-11-24); anything else over the input as given."""
+    if task == "sequence" and train.rc_prob > 0:
+        return True, train.max_shift_bp
+    return False, 0
 
 
 # what the members of an ensemble share: they must see the same batches and score the same classes
@@ -432,8 +443,8 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     configs = [ckpt.read_run_config(d) for d in run_dirs]
     _check_ensemble(run_dirs, configs)
     config = configs[0]
-    if shift_views is None:  # measured: benchmarks/results/gue_promoters_h200_shift_2026-11-24
-        shift_views = config.train.max_shift_bp if config.task == "sequence" and config.train.rc_prob > 0 else 0
+    if shift_views is None:
+        shift_views = default_views(config.task, config.train)[1]
     elif shift_views and config.task != "sequence":
         raise InputError("--shift-average", "averages shifted inputs of sequence classifiers; this run is a "
                                             f"{config.task} model")

@@ -44,7 +44,7 @@ from genolin import checkpoint as ckpt
 from genolin.config import DataSpec, TrainConfig
 from genolin.device import init_distributed, pick_device
 from genolin.errors import InputError
-from genolin.inference import Predictor
+from genolin.inference import Predictor, default_views
 from genolin.model import Encoder, kmer_profile
 from genolin.tasks import get_task
 from genolin.tasks.masking import mask_tokens, masked_token_loss
@@ -281,7 +281,9 @@ class Trainer:
 
     # -- hooks ---------------------------------------------------------------------------------------------------
     def evaluate(self) -> dict | None:
-        """The task's metrics on the validation set (None without one), exactly as ``genolin evaluate`` scores."""
+        """The task's metrics on the validation set (None without one), as ``genolin evaluate`` scores the input as
+        given (``--no-rc-average --shift-average 0``; ``threshold_as_predicted`` redoes the best weights' threshold
+        over the views that predict uses)."""
         if self.task.val_set is None:
             return None
         self.model.eval()
@@ -301,6 +303,32 @@ class Trainer:
         self.checkpoint(best=True, metrics=metrics)
         self._log_metrics({"epoch": 0, "step": 0, "val": metrics})
         log.info("before training: validation score %.4f", metrics["score"])
+
+    def threshold_as_predicted(self) -> None:
+        """A two-class classifier that predict and evaluate score over several views by default (both strands and
+        shifts: ``inference.default_views``): its best weights are scored on validation over those views and the
+        decision threshold stored with them is chosen there (max MCC), on the probabilities predict computes,
+        not on the forward strand's that chose the epoch."""
+        rc, shifts = default_views(self.task.name, self.cfg)
+        best = self.out / ckpt.BEST
+        if not (self.dist.main and (rc or shifts) and self.task.val_set is not None
+                and len(getattr(self.task, "classes", ())) == 2 and best.exists()):
+            return
+        model = Encoder(self.cfg.model).to(self.device).eval()
+        meta = ckpt.load_weights(best, model)
+        predictor = Predictor(model, self.task, self.device, batch_size=self.cfg.batch_size,
+                              max_tokens=self.cfg.max_tokens, amp=self.cfg.amp, shift_views=shifts)
+        metrics = self.task.evaluate(predictor, self.task.val_set, rc_average=rc, progress=False)[0]
+        chosen = metrics.get("best_threshold")
+        if chosen:
+            meta.update({"threshold": repr(chosen["value"]), "threshold_mcc": repr(chosen["mcc"]),
+                         "threshold_views": f"{'both strands' if rc else 'forward strand'}, shifts 0..{shifts}"})
+            ckpt.save_weights(best, model, meta)
+            log.info("decision threshold %.4g (max MCC %.4f) chosen on validation over %s, as predict scores",
+                     chosen["value"], chosen["mcc"], meta["threshold_views"])
+        # the best weights' validation over the views (no "epoch": not a line of the epochs)
+        self._log_metrics({"best_epoch": self.state["best_epoch"], "step": self.state["step"],
+                           "views": {"rc_average": rc, "shift_average": shifts}, "val": metrics})
 
     def end_stopped(self, reason: str) -> None:
         """A stop rule fired inside an epoch: validation at the stop point (a better score becomes the best weights;
@@ -389,6 +417,7 @@ class Trainer:
             self.end_epoch(record)
             if stopped:
                 break
+        self.threshold_as_predicted()
         self.dist.barrier(self.device)
         return {"epochs": st["epoch"], "steps": st["step"], "best_score": st["best"], "best_epoch": st["best_epoch"],
                 "stopped": stopped, "seconds": time.monotonic() - t_start}

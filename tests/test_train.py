@@ -634,3 +634,32 @@ def test_classifiers_trained_with_reverse_complements_average_strands_by_default
             tables[flag] = target.read_text()
         assert tables[()] == tables[on if rc_prob else off]
         assert len({tables[on], tables[off], tables["--rc-average", "--shift-average", "0"]}) == 3
+
+
+def test_threshold_is_chosen_over_the_views_predict_uses(tmp_path, gue_small):
+    """A classifier trained with reverse complements: best.safetensors carries the max-MCC threshold of its
+    validation scored as predict scores by default (both strands, shifts 0..3), and metrics.jsonl that validation;
+    one trained without keeps the threshold of its best epoch's forward-strand validation."""
+    from genolin.inference import load_run
+    from genolin.tasks.metrics import max_mcc_threshold
+
+    for rc_prob in (0.5, 0.0):
+        out = tmp_path / f"rc{rc_prob}"
+        r = run("train", "--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--out", out,
+                "--max-steps", 6, "--set", f"rc_prob={rc_prob}", "--set", "model.kmer_logits=0")
+        assert r.exit_code == 0, r.output
+        records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        loaded = load_run(out, "cpu", shift_views=None)
+        dev = loaded.task.load_evaluation(csv_spec(gue_small / "dev.csv"))
+        if rc_prob:
+            assert loaded.predictor.shift_views == 3 and loaded.rc_average(None)
+            p = loaded.predictor.sequence_probs(dev, rc_average=True)[:, 1]
+            want = max_mcc_threshold(dev.dataset.labels == 1, p)
+            assert records[-1]["views"] == {"rc_average": True, "shift_average": 3} and "epoch" not in records[-1]
+            assert records[-1]["val"]["best_threshold"]["value"] == pytest.approx(want["value"])
+        else:
+            assert loaded.predictor.shift_views == 0 and not loaded.rc_average(None)
+            assert all("views" not in rec for rec in records)
+            best = max((rec for rec in records if "val" in rec), key=lambda rec: rec["val"]["mcc"])
+            want = best["val"]["best_threshold"]
+        assert loaded.threshold == pytest.approx(want["value"], rel=1e-6)
