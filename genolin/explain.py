@@ -8,7 +8,8 @@
 What is explained is a log-odds score:
 - sequence classifier: log p(target) - log(1 - p(target)) (two classes: log p(positive) - log p(negative); the
   target defaults to the second class, the one ``genolin predict``'s threshold applies to), with ``rc_average``
-  of the strand-averaged probabilities, exactly as ``genolin predict --rc-average`` computes them;
+  of the strand-averaged probabilities, exactly as ``genolin predict --rc-average --shift-average 0`` computes
+  them (no shift views: a shift would move the bases under the attributions);
 - track model: the prior-corrected log-odds of one bin (``bin_offset`` bins from the bin of the region's centre
   base) on the region's strand (BED column 6; "." counts as +), the model run on the region's bases alone.
 

@@ -18,7 +18,8 @@ import click
 @click.option("--target", metavar="CLASS", default=None,
               help="Sequence classifier: the class whose log-odds are explained [default: the second of two].")
 @click.option("--rc-average/--no-rc-average", default=False,
-              help="Sequence classifier, ism: explain the strand-averaged probability (as predict --rc-average).")
+              help="Sequence classifier, ism: explain the strand-averaged probability (as predict --rc-average "
+                   "--shift-average 0).")
 @click.option("--bin", "bin_offset", type=int, default=0,
               help="Track model: the explained bin, in bins from the bin of the region's centre base.")
 @click.option("--top", type=click.IntRange(min=0), default=5, help="Sequence logos (PNG) of this many sequences "
