@@ -31,7 +31,14 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
     eval_set = task.load_evaluation(inputs, held_out=held_out)
     metrics, scored = task.evaluate(run.predictor, eval_set, rc_average=rc_average, threshold=threshold,
                                     min_distance_bp=min_distance_bp, progress=progress)
-    report = write_report(out_dir, metrics, task.curves(scored), task.report_lines(metrics),
+    # how the probabilities were made: the defaults depend on the run (inference.default_views)
+    metrics["scoring"] = {"rc_average": rc_average, "shift_average": run.predictor.shift_views,
+                          "threshold": threshold, "models": len(run.predictor.members)}
+    views = (f"Scored {'over both strands' if rc_average else 'on the forward strand'}"
+             + (f" and shifts of 0..{run.predictor.shift_views} leading bases" if run.predictor.shift_views else "")
+             + (f", the mean of {len(run.predictor.members)} models" if len(run.predictor.members) > 1 else "")
+             + (f"; decision threshold {threshold:.4g}." if threshold is not None else "."))
+    report = write_report(out_dir, metrics, task.curves(scored), [views, "", *task.report_lines(metrics)],
                           task.describe(inputs, held_out))
     log.info("%s -> %s", task.summary(metrics), report)
     return metrics, report
