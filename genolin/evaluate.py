@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from genolin.config import DataSpec
+from genolin.inference import describe_views
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,7 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
     # how the probabilities were made: the defaults depend on the run (inference.default_views)
     metrics["scoring"] = {"rc_average": rc_average, "shift_average": run.predictor.shift_views,
                           "threshold": threshold, "models": len(run.predictor.members)}
-    views = (f"Scored {'over both strands' if rc_average else 'on the forward strand'}"
-             + (f" and shifts of 0..{run.predictor.shift_views} leading bases" if run.predictor.shift_views else "")
+    views = (f"Scored over {describe_views(rc_average, run.predictor.shift_views)}"
              + (f", the mean of {len(run.predictor.members)} models" if len(run.predictor.members) > 1 else "")
              + (f"; decision threshold {threshold:.4g}." if threshold is not None else "."))
     report = write_report(out_dir, metrics, task.curves(scored), [views, "", *task.report_lines(metrics)],

@@ -44,7 +44,7 @@ from genolin import checkpoint as ckpt
 from genolin.config import DataSpec, TrainConfig
 from genolin.device import init_distributed, pick_device
 from genolin.errors import InputError
-from genolin.inference import Predictor, default_views
+from genolin.inference import Predictor, default_views, describe_views
 from genolin.model import Encoder, kmer_profile
 from genolin.tasks import get_task
 from genolin.tasks.masking import mask_tokens, masked_token_loss
@@ -322,7 +322,7 @@ class Trainer:
         chosen = metrics.get("best_threshold")
         if chosen:
             meta.update({"threshold": repr(chosen["value"]), "threshold_mcc": repr(chosen["mcc"]),
-                         "threshold_views": f"{'both strands' if rc else 'forward strand'}, shifts 0..{shifts}"})
+                         "threshold_views": describe_views(rc, shifts)})
             ckpt.save_weights(best, model, meta)
             log.info("decision threshold %.4g (max MCC %.4f) chosen on validation over %s, as predict scores",
                      chosen["value"], chosen["mcc"], meta["threshold_views"])
