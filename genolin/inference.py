@@ -398,7 +398,9 @@ def default_views(task: str, train: TrainConfig) -> tuple[bool, int]:
 def describe_views(rc_average: bool, shift_views: int) -> str:
     """The views a probability averages, in words (reports, logs, best.safetensors' metadata)."""
     strands = "both strands" if rc_average else "the forward strand"
-    return strands + (f" and shifts of 0..{shift_views} leading bases" if shift_views else " as given")
+    if shift_views:
+        return f"{strands} and shifts of 0..{shift_views} leading bases"
+    return strands if rc_average else f"{strands} as given"
 
 
 # what the members of an ensemble share: they must see the same batches and score the same classes
