@@ -60,12 +60,13 @@ def main() -> None:
     ap.add_argument("--rc-average", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--format", default="bedgraph", choices=["bedgraph", "bigwig"])
     ap.add_argument("--profile-batches", type=int, default=3, help="model batches under torch.profiler")
+    ap.add_argument("--compile", action="store_true", help="the blocks through torch.compile (predict --compile)")
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default="benchmarks/results/predict_profile")
     args = ap.parse_args()
 
     work, run_dir, fasta, bp = prepare(args, "predict_profile_")
-    run = load_run(run_dir, args.device)
+    run = load_run(run_dir, args.device, compile=args.compile)
     pred, dev, rc = run.predictor, run.predictor.device, args.rc_average
     data = TrackData.load([str(fasta)], [], run.config.train)
     regions = data.whole()
@@ -100,7 +101,7 @@ def main() -> None:
     from genolin.predict import PredictOptions, predict
 
     class Replay:  # the predictor's interface to TrackTask.predict, yielding pieces already computed
-        writes = True
+        writes, dist = True, pred.dist
 
         def __init__(self, items):
             self.items = items
@@ -138,7 +139,8 @@ def main() -> None:
             "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None,
             "command": " ".join(["python benchmarks/predict_profile.py", *sys.argv[1:]]),
             "model": {"d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer,
-                      "k": cfg.k, "stride": cfg.stride, "window_bp": cfg.window_bp, "amp": pred.amp},
+                      "k": cfg.k, "stride": cfg.stride, "window_bp": cfg.window_bp, "amp": pred.amp,
+                      "compiled": pred.compiled},
             "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
             "rc_average": rc, "batch_windows": pred.batch_size, "batches": len(plan), "tokens": tokens}
     rows = [{"stage": k, "s": round(v, 3), "mbp_s": bp / v / 1e6, "tokens_s": tokens / v} for k, v in stages.items()]

@@ -69,6 +69,8 @@ from genolin.ops import (
     linear_attention,
     linformer_attention,
     local_softmax_attention,
+    norm_conv,
+    norm_conv_applies,
     query_state,
     softmax_attention,
     synthesizer_attention,
@@ -459,10 +461,22 @@ class Block(nn.Module):
         return self._mlp_residual(x)
 
     def _mixer_residual(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        h = self.norm1(x)
-        if mask is not None:
-            h = h * mask.unsqueeze(-1).to(h.dtype)  # padding must not reach real tokens through the convolution
-        return x + self.mixer(self.conv(h), mask)
+        if norm_conv_applies(x):  # inference on CUDA: norm, mask and convolution in one kernel
+            h = self._norm_conv(x, mask)
+        else:
+            h = self.norm1(x)
+            if mask is not None:
+                h = h * mask.unsqueeze(-1).to(h.dtype)  # padding must not reach real tokens through the convolution
+            h = self.conv(h)
+        return x + self.mixer(h, mask)
+
+    def _norm_conv(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """conv(norm1(x) * mask) through ``genolin.ops.norm_conv``, in autocast's dtype when it is on."""
+        dev = x.device.type
+        out_dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
+        eps = self.norm1.eps if self.norm1.eps is not None else torch.finfo(x.dtype).eps
+        return norm_conv(x, self.norm1.weight, eps, self.conv.conv.weight, self.conv.conv.bias, self.conv.left,
+                         mask, out_dtype, backend="triton")
 
     def _mlp_residual(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.mlp(self.norm2(x))

@@ -3,6 +3,8 @@ against float64 on the same inputs."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -154,6 +156,40 @@ def test_genome_prediction_on_cuda_matches_the_cpu(tmp_path):
         assert run.predictor.amp == (device == "cuda")
     assert out["cuda"].shape == out["cpu"].shape and np.isfinite(out["cuda"]).all()
     assert np.abs(out["cuda"] - out["cpu"]).max() < 0.02
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_encoder_inference_with_the_norm_conv_kernel(monkeypatch, compiled):
+    """The blocks' norm + convolution kernel under bf16 autocast on CUDA (eager, and as a custom op inside the
+    compiled blocks) against the float64 model on the CPU, and as close to it as the modules' own path."""
+    torch.manual_seed(0)
+    cfg = EncoderConfig(vocab_size=4101, d_model=64, n_layers=3, n_heads=4, mixer="hybrid", track_channels=2,
+                        n_classes=0)
+    enc = Encoder(cfg).eval()
+    for block in enc.blocks:
+        torch.nn.init.normal_(block.norm1.weight, 1.0, 0.3)
+        torch.nn.init.normal_(block.conv.conv.bias, 0.0, 0.3)
+    ids = torch.randint(5, 4101, (3, 3001))
+    ids[2, 2500:] = cfg.pad_id
+    with torch.no_grad():
+        want = Encoder(cfg).double().eval()
+        want.load_state_dict(enc.state_dict())
+        want = want(ids).track
+        got = {}
+        for path in ("kernel", "reference"):
+            monkeypatch.setenv("GENOLIN_NORM_CONV", path)  # read while tracing: a fresh compile per path
+            gpu = copy.deepcopy(enc).cuda()
+            if compiled:
+                torch.compiler.reset()
+                gpu.compile_blocks()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = torch.full((3, 3001, 2), float("nan"), device="cuda")
+                out.copy_(gpu(ids.cuda()).track.float())
+            got[path] = out.cpu()
+    real = ids != cfg.pad_id
+    errs = {p: rel(o[real], want[real]) for p, o in got.items()}
+    assert all(torch.isfinite(o[real]).all() for o in got.values())
+    assert errs["kernel"] < 2e-2 and errs["kernel"] <= 1.5 * errs["reference"] + 1e-3, errs
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -11,6 +11,8 @@
   scan each, flash-linear-attention's kernels on CUDA, a chunked PyTorch form elsewhere, the token-by-token
   definitions (``gla_recurrent``, ``delta_rule_recurrent``) for tests; ``bidirectional_scan`` runs a scan both
   ways with padding made neutral.
+- ``norm_conv``: RMSNorm, padding mask and depthwise convolution in one inference kernel (CUDA), beside
+  ``norm_conv_reference``.
 - ``linformer_attention``, ``fnet_mixing``, ``synthesizer_attention``: the non-linear-attention baselines.
 """
 
@@ -29,6 +31,7 @@ from genolin.ops.linear_attn import (
     query_state,
 )
 from genolin.ops.mixing import check_length, fnet_mixing, linformer_attention, synthesizer_attention
+from genolin.ops.norm_conv import norm_conv, norm_conv_applies, norm_conv_reference
 from genolin.ops.softmax import local_softmax_attention, softmax_attention
 
 __all__ = [
@@ -55,6 +58,9 @@ __all__ = [
     "local_softmax_attention",
     "naive_linear_attention",
     "neutral_padding",
+    "norm_conv",
+    "norm_conv_applies",
+    "norm_conv_reference",
     "query_state",
     "softmax_attention",
     "synthesizer_attention",

@@ -1,0 +1,169 @@
+"""The encoder's inference forward on one batch of genome windows: what each part of the base track model costs.
+
+Genome prediction runs batches of windows (base track model: 8,192 bp windows at stride 2 = 4,096 tokens, 64 of
+them per batch on CUDA, 128 rows with RC averaging) through the encoder with gradients off. This times that forward
+(ids (B, N) -> track (B, N, 2), bf16 autocast on CUDA) for variants of the model that differ in one part each, so
+the table says what the mixer, its local softmax, the convolution, compilation and so on cost per batch; then
+torch.profiler's table of the kernels of the first variant (or of each with --profile-all).
+
+Variants are "NAME:key=value;key=value" over EncoderConfig fields (e.g. "linear:mixer=linear",
+"w64:local_window_tokens=64", "conv1:conv_kernel=1") and "compile" as a key ("compiled:compile=1").
+
+    python benchmarks/encoder_forward.py --device cuda --batch 64 --out $OUT/encoder_forward_h200 \
+        --variant "compiled:compile=1" --variant "linear:mixer=linear"
+
+Writes PREFIX.json and PREFIX.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from genolin import __version__
+from genolin.bench import cpu_name
+from genolin.model import Encoder, EncoderConfig
+
+BASE = dict(vocab_size=4101, d_model=256, n_layers=6, n_heads=8, mixer="hybrid", track_channels=2, dropout=0.0)
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """"NAME:key=value;key=value" -> (NAME, {key: value}) with values as ints, floats or strings."""
+    name, _, body = text.partition(":")
+    values = {}
+    for item in filter(None, body.split(";")):
+        key, _, raw = item.partition("=")
+        for cast in (int, float):
+            try:
+                values[key] = cast(raw)
+                break
+            except ValueError:
+                continue
+        else:
+            values[key] = raw
+    return name, values
+
+
+def build(values: dict, device: torch.device) -> Encoder:
+    values = dict(values)
+    compile_ = bool(values.pop("compile", 0))
+    half = bool(values.pop("bf16", 0))
+    values.pop("norm_conv", None)  # (main sets the environment)
+    fields = {f.name for f in dataclasses.fields(EncoderConfig)}
+    unknown = set(values) - fields
+    if unknown:
+        sys.exit(f"unknown EncoderConfig field(s): {', '.join(sorted(unknown))}")
+    model = Encoder(EncoderConfig(**{**BASE, **values})).to(device).eval()
+    if half:  # weights and activations in bfloat16 (the residual stream too), not autocast's float32 stream
+        model = model.to(torch.bfloat16)
+    if compile_:
+        torch.compiler.reset()  # the blocks' code is shared: no graph traced for an earlier variant is reused
+        model.compile_blocks()
+    return model
+
+
+def forward_fn(model: Encoder, ids: torch.Tensor, amp: bool):
+    def forward():
+        with torch.no_grad(), torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=amp):
+            return torch.sigmoid(model(ids, padding=False).track.float())
+    return forward
+
+
+def timed_ms(fn, device: torch.device, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def profile_table(fn, device: torch.device, rows: int) -> str:
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=60)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--batch", type=int, default=64, help="windows per batch (RC averaging doubles it)")
+    ap.add_argument("--tokens", type=int, default=4096, help="tokens per window")
+    ap.add_argument("--variant", action="append", default=[], help="NAME:key=value;... (repeatable)")
+    ap.add_argument("--no-plain", action="store_true", help="leave out the plain base model")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--profile-rows", type=int, default=25)
+    ap.add_argument("--profile-all", action="store_true", help="a profiler table for every variant")
+    ap.add_argument("--out", default="benchmarks/results/encoder_forward")
+    args = ap.parse_args()
+
+    dev = torch.device(args.device)
+    amp = dev.type == "cuda"
+    variants = ([] if args.no_plain else [("base", {})]) + [parse_variant(v) for v in args.variant]
+    ids = torch.randint(5, BASE["vocab_size"], (args.batch, args.tokens), device=dev)
+    rows, tables = [], {}
+    for i, (name, values) in enumerate(variants):
+        torch.manual_seed(0)
+        os.environ["GENOLIN_NORM_CONV"] = str(values.get("norm_conv", "auto"))  # "reference": the modules' path
+        model = build(values, dev)
+        fn = forward_fn(model, ids, amp)
+        timed_ms(fn, dev, args.warmup)
+        ms = timed_ms(fn, dev, args.repeats)
+        med = statistics.median(ms)
+        row = {"variant": name, "settings": values, "ms": round(med, 3), "ms_min": round(min(ms), 3),
+               "m_tokens_s": ids.numel() / med / 1e3,
+               "gpu_peak_gib": torch.cuda.max_memory_allocated() / 2**30 if dev.type == "cuda" else None}
+        rows.append(row)
+        print(f"{name:16s} {med:8.2f} ms (min {min(ms):7.2f})  {row['m_tokens_s']:7.2f} M tokens/s", flush=True)
+        if i == 0 or args.profile_all:
+            tables[name] = profile_table(fn, dev, args.profile_rows)
+            print(tables[name], flush=True)
+        del model, fn
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+
+    meta = {"benchmark": "encoder_forward", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None, "cpu": cpu_name(), "amp_bf16": amp,
+            "batch": args.batch, "tokens": args.tokens, "base": BASE,
+            "command": " ".join(["python benchmarks/encoder_forward.py", *sys.argv[1:]])}
+    prefix = Path(args.out)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "profiles": tables}, indent=2)
+                                           + "\n")
+    lines = [f"# Encoder inference forward, one batch of genome windows ({meta['date']})", "",
+             f"{meta['gpu'] or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}, bf16 "
+             f"{'on' if amp else 'off'}; batch {args.batch} x {args.tokens} tokens; base: d_model 256, 6 layers, "
+             "8 heads, hybrid", "", f"`{meta['command']}`", "",
+             "| variant | settings | ms (median) | ms (min) | M tokens/s |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['variant']} | {r['settings'] or '-'} | {r['ms']:.2f} | {r['ms_min']:.2f} | "
+              f"{r['m_tokens_s']:.2f} |" for r in rows]
+    for name, table in tables.items():
+        lines += ["", f"torch.profiler, {name}:", "", "```", table, "```"]
+    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
