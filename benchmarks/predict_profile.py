@@ -61,12 +61,16 @@ def main() -> None:
     ap.add_argument("--format", default="bedgraph", choices=["bedgraph", "bigwig"])
     ap.add_argument("--profile-batches", type=int, default=3, help="model batches under torch.profiler")
     ap.add_argument("--compile", action="store_true", help="the blocks through torch.compile (predict --compile)")
+    ap.add_argument("--window-bp", type=int, default=None, help="predict --window-bp (default: the training window)")
+    ap.add_argument("--bf16-weights", action=argparse.BooleanOptionalAction, default=None,
+                    help="load_run's bf16_weights (default: its own choice: on for track runs on CUDA)")
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default="benchmarks/results/predict_profile")
     args = ap.parse_args()
 
     work, run_dir, fasta, bp = prepare(args, "predict_profile_")
-    run = load_run(run_dir, args.device, compile=args.compile)
+    run = load_run(run_dir, args.device, compile=args.compile, window_bp=args.window_bp,
+                   bf16_weights=args.bf16_weights)
     pred, dev, rc = run.predictor, run.predictor.device, args.rc_average
     data = TrackData.load([str(fasta)], [], run.config.train)
     regions = data.whole()
@@ -140,7 +144,8 @@ def main() -> None:
             "command": " ".join(["python benchmarks/predict_profile.py", *sys.argv[1:]]),
             "model": {"d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer,
                       "k": cfg.k, "stride": cfg.stride, "window_bp": cfg.window_bp, "amp": pred.amp,
-                      "compiled": pred.compiled},
+                      "compiled": pred.compiled, "inference_window_bp": pred.window_bp,
+                      "weights": str(next(run.model.parameters()).dtype)},
             "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
             "rc_average": rc, "batch_windows": pred.batch_size, "batches": len(plan), "tokens": tokens}
     rows = [{"stage": k, "s": round(v, 3), "mbp_s": bp / v / 1e6, "tokens_s": tokens / v} for k, v in stages.items()]
@@ -155,8 +160,10 @@ def main() -> None:
     lines = [f"# genolin predict profile ({meta['date']})", "",
              f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs, {meta['torch_threads']} torch threads), "
              f"torch {meta['torch']}, genolin {meta['genolin']}; model d_model {m['d_model']}, {m['n_layers']} "
-             f"layers, {m['mixer']}, k {m['k']}, stride {m['stride']}, window {m['window_bp']:,} bp, bf16 "
-             f"{'on' if m['amp'] else 'off'}; genome {bp / 1e6:.2f} Mbp, RC average {'on' if rc else 'off'}, "
+             f"layers, {m['mixer']}, k {m['k']}, stride {m['stride']}, trained on {m['window_bp']:,} bp windows, "
+             f"predicting in {m['inference_window_bp'] or m['window_bp']:,} bp windows, {m['weights']} weights, bf16 "
+             f"autocast {'on' if m['amp'] else 'off'}, {'compiled' if m['compiled'] else 'eager'}; genome "
+             f"{bp / 1e6:.2f} Mbp, RC average {'on' if rc else 'off'}, "
              f"{len(plan)} batches of {pred.batch_size} windows, {tokens:,} tokens", "", f"`{meta['command']}`", "",
              "| stage | s | Mbp/s | M tokens/s |", "|---|---:|---:|---:|"]
     lines += [f"| {r['stage']} | {r['s']:.2f} | {r['mbp_s']:.2f} | {r['tokens_s'] / 1e6:.2f} |" for r in rows]

@@ -41,8 +41,9 @@ t0 = time.perf_counter()
 from genolin.config import DataSpec
 from genolin.inference import load_run
 from genolin.predict import PredictOptions, predict
-model, fasta, out, device, rc, fmt, batch, compiled = sys.argv[1:9]
-run = load_run(model, device, batch_size=int(batch) if batch != "0" else None, compile=compiled == "1")
+model, fasta, out, device, rc, fmt, batch, compiled, window = sys.argv[1:10]
+run = load_run(model, device, batch_size=int(batch) if batch != "0" else None, compile=compiled == "1",
+               window_bp=int(window) or None)
 import torch
 if run.predictor.device.type == "cuda":
     torch.cuda.synchronize()
@@ -109,7 +110,7 @@ def one_row(args, run: Path, fasta: Path, bp: int, *, rc: bool, fmt: str, backen
         env["GENOLIN_ATTENTION_BACKEND"] = backend
     out = work / f"pred_{int(rc)}_{fmt}_{backend}"
     cmd = [sys.executable, "-c", CHILD, str(run), str(fasta), str(out), args.device, "1" if rc else "0", fmt,
-           str(args.batch_size), "1" if args.compile else "0"]
+           str(args.batch_size), "1" if args.compile else "0", str(args.window_bp or 0)]
     rss, stdout, wall = run_child(cmd, env)
     child = json.loads(stdout.strip().splitlines()[-1])
     row = {"rc_average": rc, "format": fmt, "backend": backend, "bp": bp, "wall_s": round(wall, 3),
@@ -153,6 +154,7 @@ def main() -> None:
                     help="also time the PyTorch reference attention (GENOLIN_ATTENTION_BACKEND=reference)")
     ap.add_argument("--compile", action="store_true",
                     help="predict with --compile (torch.compile; its compile time is in 'predict s')")
+    ap.add_argument("--window-bp", type=int, default=None, help="predict --window-bp (default: the training window)")
     ap.add_argument("--work", default=None, help="folder for the run, the tiled genome and outputs")
     ap.add_argument("--out", default="benchmarks/results/predict_speed", help="output prefix")
     args = ap.parse_args()
@@ -172,7 +174,8 @@ def main() -> None:
     # the exact command a user runs, with its peak memory
     env = dict(os.environ)
     written = [f for f in formats if f != "none"] or ["bedgraph"]
-    fmt = ([] if written[0] == "bedgraph" else ["--format", written[0]]) + (["--compile"] if args.compile else [])
+    fmt = ([] if written[0] == "bedgraph" else ["--format", written[0]]) + (["--compile"] if args.compile else []) \
+        + (["--window-bp", str(args.window_bp)] if args.window_bp else [])
     rss, _, wall = run_child([sys.executable, "-m", "genolin", "-q", "predict", "--model", str(run), "--fasta",
                               str(fasta), "--device", args.device, "--out", str(work / "cli"), *fmt], env)
     result["cli"] = {"command": f"genolin predict --model RUN --fasta {fasta.name} --device {args.device} --out P "
@@ -198,7 +201,7 @@ def meta_of(args, run: Path, bp: int) -> dict:
                       "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer, "k": cfg.k, "stride": cfg.stride,
                       "window_bp": cfg.window_bp},
             "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
-            "compile": args.compile}
+            "compile": args.compile, "window_bp": args.window_bp}
 
 
 def write(result: dict, prefix: Path) -> str:
@@ -211,7 +214,8 @@ def write(result: dict, prefix: Path) -> str:
              f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin "
              f"{meta['genolin']}; model {m['preset'] or 'given'}: d_model {m['d_model']}, {m['n_layers']} layers, "
              f"{m['mixer']}, k {m['k']}, stride {m['stride']}, window {m['window_bp']:,} bp; genome "
-             f"{meta['genome']['fasta']} ({bp / 1e6:.2f} Mbp){'; torch.compile' if meta['compile'] else ''}", "",
+             f"{meta['genome']['fasta']} ({bp / 1e6:.2f} Mbp){'; torch.compile' if meta['compile'] else ''}"
+             f"{f'; windows of {w:,} bp' if (w := meta.get('window_bp')) else ''}", "",
              f"`{meta['command']}`", "",
              "| RC average | format | attention | wall clock s | Mbp/s (wall) | predict s (after load) | Mbp/s | "
              "GPU peak GiB | peak RSS MiB | windows / batch |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -9,10 +9,12 @@ outputs into the task's probabilities, average with the reverse complement. Vali
     Predictor.region_probs(TrackData, regions, rc_average) -> pieces (contig, first bin, probs (n, 2) float32)
         covering every bin of every region, in order
 
-Genome regions stream through windows of the training length (``window_bp``) that overlap by 2 * margin bins
-(margin = window / 8); each window keeps its central part (the first and last of a region keep their outer
-edge), so memory does not grow with the genome. Bins made only of N get probability 0. RC averaging: the
-probabilities of the reverse-complemented input (for windows: bins reversed, strands swapped) are averaged in.
+Genome regions stream through windows of the training length (``window_bp``; longer ones with
+``load_run(window_bp=)``) that overlap by 2 * margin bins (margin = an eighth of the training window: the context a
+bin needs at a window's edge is the model's, whatever the window); each window keeps its central part (the first
+and last of a region keep their outer edge), so memory does not grow with the genome. Bins made only of N get
+probability 0. RC averaging: the probabilities of the reverse-complemented input (for windows: bins reversed, strands
+swapped) are averaged in.
 Ensembles: runs of one task with the same classes and tokens (k, stride; tracks: window and bins) see the same
 batches; each member's probabilities come from its own task state (a track model's calibration), then are averaged.
 """
@@ -37,7 +39,7 @@ from genolin.checkpoint import RunConfig
 from genolin.config import TrainConfig
 from genolin.device import Dist, init_distributed, peers_alive, pick_device
 from genolin.errors import InputError
-from genolin.model import Encoder
+from genolin.model import LENGTH_LIMITED_MIXERS, Encoder
 from genolin.progress import progress_bar
 from genolin.tasks import SequenceData, Task, TrackData, Window, get_task, pad_tokens
 
@@ -69,8 +71,10 @@ class Predictor:
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
                  amp: bool = False, dist: Dist | None = None, compile: bool | None = False,
-                 members: list[tuple[Encoder, Task]] | None = None, shift_views: int = 0):
+                 members: list[tuple[Encoder, Task]] | None = None, shift_views: int = 0,
+                 window_bp: int | None = None):
         self.model, self.task, self.device = model, task, device
+        self.window_bp = window_bp  # genome windows of this length (None: the training window)
         # sequence classifiers: probabilities also averaged over these many views with leading bases dropped
         self.shift_views = shift_views
         # (model, task) pairs whose probabilities are averaged; the first is (model, task)
@@ -199,7 +203,7 @@ class Predictor:
         rank, world = self.dist.rank, self.dist.world
         plan = list(self._plan(data, regions))
         log.info("%d batches of windows shared over %d processes", len(plan), world)
-        shape = (self.batch_size, data.window_bp // data.stride, 2)
+        shape = (self.batch_size, self._window_bins(data)[0], 2)
         comm = self.device if self.device.type == "cuda" else torch.device("cpu")
         rounds = range(0, len(plan), world)
 
@@ -244,8 +248,7 @@ class Predictor:
         """Batches of (window, keep_from, keep_to), bins absolute: windows of the training length overlapping by
         2 * margin bins, each keeping its centre (a region's first and last window keep their outer edge)."""
         stride = data.stride
-        nb = data.window_bp // stride
-        margin = nb // 8
+        nb, margin = self._window_bins(data)
         pending: list[tuple[Window, int, int]] = []
         for contig, a, b in regions:
             first, end = a // stride, -(-b // stride)
@@ -276,7 +279,12 @@ class Predictor:
 
     def _full_batch(self, data: TrackData, rc_average: bool) -> tuple[int, int]:
         """(rows, tokens) of a full batch of windows: batch_size windows (and their reverse complements)."""
-        return self.batch_size * (2 if rc_average else 1), data.window_bp // data.stride
+        return self.batch_size * (2 if rc_average else 1), self._window_bins(data)[0]
+
+    def _window_bins(self, data: TrackData) -> tuple[int, int]:
+        """(bins per genome window, margin bins): ``window_bp`` (default: the training window), and an eighth of
+        the training window as the margin whatever the window."""
+        return (self.window_bp or data.window_bp) // data.stride, data.window_bp // data.stride // 8
 
     def _launch(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None, pool: ThreadPoolExecutor):
         """Start the batch; returns what ``_pieces`` waits for: on CUDA a pinned host copy and its event (the GPU
@@ -417,6 +425,23 @@ def _member(run_dir, config: RunConfig, dev: torch.device) -> tuple[Encoder, Tas
     return model.to(dev).eval(), task, weights, meta
 
 
+def _check_window(config: RunConfig, window_bp: int | None) -> None:
+    """An InputError for a --window-bp the run cannot read its genome in."""
+    if window_bp is None:
+        return
+    cfg = config.train
+    why = None
+    if config.task != "track":
+        why = f"sets the genome windows of track models; this run is a {config.task} model"
+    elif window_bp % cfg.stride or window_bp < cfg.window_bp:
+        why = (f"{window_bp:,} bp: windows are a multiple of the stride ({cfg.stride}) and at least the training "
+               f"window ({cfg.window_bp:,} bp)")
+    elif cfg.model.mixer in LENGTH_LIMITED_MIXERS and window_bp // cfg.stride > cfg.model.max_len > 0:
+        why = f"{window_bp:,} bp: the {cfg.model.mixer} mixer reads at most {cfg.model.max_len:,} tokens"
+    if why:
+        raise InputError("--window-bp", why)
+
+
 def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
     """An InputError naming the first run that cannot join the first one's ensemble, and why."""
     first = configs[0]
@@ -436,7 +461,8 @@ def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
 
 
 def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_size: int | None = None,
-             distributed: bool = False, compile: bool | None = False, shift_views: int | None = 0) -> Run:
+             distributed: bool = False, compile: bool | None = False, shift_views: int | None = 0,
+             bf16_weights: bool | None = None, window_bp: int | None = None) -> Run:
     """The model of a run directory (best weights if training validated, else the last), in eval mode; a list of
     run directories: their ensemble (see the module docstring), whose decision threshold is the mean of the ones
     its members chose on validation (when all did).
@@ -444,7 +470,13 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     ``compile``: run the blocks through torch.compile; None: for large genomes on CUDA (see ``Predictor``).
     ``shift_views``: a sequence classifier's probabilities also averaged over its inputs with 1..shift_views
     leading bases dropped (``Predictor._per_batch``); None: the training's own shift range (max_shift_bp) for a
-    classifier trained with reverse complements (the small and base presets), else 0."""
+    classifier trained with reverse complements (the small and base presets), else 0.
+    ``bf16_weights``: the model cast to bfloat16 (``Encoder.to_inference_bf16``: the residual stream too); None:
+    for track models on CUDA that trained under bf16 autocast (genome windows, where the speed counts; explain
+    passes False: its gradients keep float32 weights).
+    ``window_bp``: track models read the genome in windows of this many bp (a multiple of the stride, at least the
+    training window; margins stay an eighth of the training window, so longer windows read fewer bases twice:
+    1.33x at the training window, 1.07x at four times it); None: the training window."""
     run_dirs = list(run_dir) if isinstance(run_dir, list | tuple) else [run_dir]
     if not run_dirs:
         raise InputError(None, "no run directory given")
@@ -459,15 +491,22 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     dist = init_distributed(device) if distributed else Dist()
     dev = pick_device(device, dist.local_rank)
     members = [_member(d, c, dev) for d, c in zip(run_dirs, configs, strict=True)]
+    if bf16_weights is None:
+        bf16_weights = config.task == "track" and dev.type == "cuda" and config.train.amp
+    if bf16_weights:
+        for member in members:
+            member[0].to_inference_bf16()
     model, task, weights, _ = members[0]
+    _check_window(config, window_bp)
     if batch_size is None:
         batch_size = config.train.batch_size
         if config.task == "track":  # genome windows: a batch of about WINDOW_BATCH_TOKENS tokens
-            window_tokens = config.train.window_bp // config.train.stride
-            batch_size = max(batch_size, WINDOW_BATCH_TOKENS[dev.type == "cuda"] // window_tokens)
+            window_tokens = (window_bp or config.train.window_bp) // config.train.stride
+            tokens = WINDOW_BATCH_TOKENS[dev.type == "cuda"]
+            batch_size = max(1 if window_bp else batch_size, tokens // window_tokens)
     predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
                           amp=config.train.amp, dist=dist, compile=compile, members=[m[:2] for m in members],
-                          shift_views=shift_views)
+                          shift_views=shift_views, window_bp=window_bp)
     thresholds = [float(m[3]["threshold"]) for m in members if "threshold" in m[3]]
     threshold = float(np.mean(thresholds)) if len(thresholds) == len(members) else None
     if len(members) > 1:

@@ -159,12 +159,15 @@ def test_failed_bigwig_prediction_leaves_nothing(tmp_path):
 
 
 
-@pytest.mark.parametrize(("compiled", "model_threads"), [(False, 1), (False, 3), pytest.param(True, 2, marks=[
-    pytest.mark.slow, NEEDS_COMPILER])])
-def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compiled, model_threads, monkeypatch):
+@pytest.mark.parametrize(("compiled", "model_threads", "window_bp"), [
+    (False, 1, None), (False, 3, None), (False, 1, 4096), (False, 2, 2052),
+    pytest.param(True, 2, None, marks=[pytest.mark.slow, NEEDS_COMPILER])])
+def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compiled, model_threads, window_bp,
+                                                              monkeypatch):
     """region_probs (background tokens, forward and RC in one padded batch, batches on ``model_threads`` model
-    threads at once, handed back in order; with ``compiled``, torch.compile and batches padded to one shape)
-    against a plain loop: each window alone through the eager model, its reverse complement alone, averaged."""
+    threads at once, handed back in order; with ``compiled``, torch.compile and batches padded to one shape;
+    with ``window_bp``, windows longer than the training's 2,048 bp) against a plain loop: each window alone
+    through the eager model, its reverse complement alone, averaged; every bin covered once."""
     import torch
 
     import genolin.inference
@@ -173,14 +176,16 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
 
     monkeypatch.setattr(genolin.inference, "cpu_model_threads", lambda: (model_threads, 1))
     fasta, lengths = two_contigs
-    run = load_run(V1_TRACK, "cpu", batch_size=5 if model_threads == 1 else 1, compile=compiled)
+    run = load_run(V1_TRACK, "cpu", batch_size=5 if model_threads == 1 else 1, compile=compiled, window_bp=window_bp)
     data = TrackData.load([str(fasta)], [], run.config.train)
     got = {c: np.full((-(-n // data.stride), 2), np.nan, np.float32) for c, n in lengths.items()}
     for contig, first, probs in run.predictor.region_probs(data, data.whole(), rc_average=True, progress=False):
         got[contig][first:first + len(probs)] = probs
     eager = load_run(V1_TRACK, "cpu") if compiled else run  # compiling changes the run's blocks in place
     model, task = eager.model, eager.task
-    for (w, keep_from, keep_to) in [x for batch in run.predictor._plan(data, data.whole()) for x in batch]:
+    plan = [x for batch in run.predictor._plan(data, data.whole()) for x in batch]
+    assert max(w.bins for w, _, _ in plan) == (window_bp or 2048) // data.stride
+    for (w, keep_from, keep_to) in plan:
         with torch.no_grad():
             fwd = task.probabilities(model(torch.from_numpy(data.tokens(w)[None].astype(np.int64))))[0].numpy()
             rc = task.probabilities(model(torch.from_numpy(data.tokens(w, rc=True)[None].astype(np.int64))))[0]
@@ -190,6 +195,39 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
         np.testing.assert_allclose(got[w.contig][keep_from:keep_to], want[keep_from - first:keep_to - first],
                                    rtol=1e-5, atol=1e-6)
     assert not any(np.isnan(v).any() for v in got.values())
+
+
+def test_bf16_weights_predict_the_float32_values(two_contigs):
+    """load_run(bf16_weights=True) (the default for track runs on CUDA that trained under autocast): weights and
+    residual stream in bfloat16, the norms' float32 epsilon kept; probabilities within 0.01 of float32's. The
+    default on a CPU keeps float32, and explain's load keeps it on any device."""
+    import torch
+
+    from genolin.inference import load_run
+    from genolin.tasks.track import TrackData
+
+    fasta, _ = two_contigs
+    out = {}
+    for bf16 in (None, True):
+        run = load_run(V1_TRACK, "cpu", bf16_weights=bf16)
+        assert {p.dtype for p in run.model.parameters()} == {torch.bfloat16 if bf16 else torch.float32}
+        if bf16:
+            assert all(b.norm1.eps == b.norm2.eps == torch.finfo(torch.float32).eps for b in run.model.blocks)
+        data = TrackData.load([str(fasta)], [], run.config.train)
+        pieces = run.predictor.region_probs(data, data.whole(), rc_average=True, progress=False)
+        out[bf16] = np.concatenate([p for _, _, p in pieces])
+    assert out[True].shape == out[None].shape and np.isfinite(out[True]).all()
+    assert np.abs(out[True] - out[None]).max() < 0.01
+
+
+@pytest.mark.parametrize(("model", "window", "message"), [
+    (V1_TRACK, "2050", "multiple of the stride"), (V1_TRACK, "1024", "at least the training window"),
+    (FIXTURES / "v1_runs" / "seq_run", "4096", "track models")])
+def test_window_bp_a_run_cannot_use_is_one_clear_error(tmp_path, two_contigs, model, window, message):
+    fasta, _ = two_contigs
+    r = run("predict", "--model", model, "--fasta", fasta, "--out", tmp_path / "p", "--window-bp", window)
+    assert r.exit_code != 0 and "--window-bp" in r.output and message in r.output, r.output
+    assert "Traceback" not in r.output and not list(tmp_path.iterdir())
 
 
 def test_cpu_model_threads_share_the_cores_and_restore_torch_threads():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import averaging_options
+from genolin.cli.options import averaging_options, window_option
 
 
 @click.command(context_settings={"show_default": True})
@@ -21,6 +21,7 @@ from genolin.cli.options import averaging_options
 @click.option("--out", metavar="DIR", default=None,
               help="Report folder [default: RUN_DIR/evaluation; an ensemble needs --out].")
 @averaging_options
+@window_option
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Decision probability for MCC, F1 and track calls [default: the run's threshold chosen on "
                    "validation (tracks: max F1, classifiers: max MCC), else 0.5; classifiers of more than two "
@@ -30,8 +31,8 @@ from genolin.cli.options import averaging_options
 @click.option("--held-out/--whole-genome", default=False,
               help="Tracks: score only the end of each contig that training held out (the training genome).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, shift_average, threshold, min_distance, held_out,
-             device) -> None:
+def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, shift_average, window_bp, threshold, min_distance,
+             held_out, device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
     from genolin.config import DataSpec
     from genolin.evaluate import evaluate as run_evaluation
@@ -39,7 +40,7 @@ def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, shift_average
 
     if len(model_dirs) > 1 and out is None:
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
-    run = load_run(list(model_dirs), device, shift_views=shift_average)
+    run = load_run(list(model_dirs), device, shift_views=shift_average, window_bp=window_bp)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss))
     run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=run.rc_average(rc_average),
                    threshold=run.decision_threshold(threshold),

@@ -45,7 +45,7 @@ def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offs
 
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
-    run = load_run(model_dir, device)
+    run = load_run(model_dir, device, bf16_weights=False)  # attributions: gradients of float32 weights
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = ExplainOptions(method=method, target=target, rc_average=rc_average, bin_offset=bin_offset, top=top,
                              motifs=motifs, shuffles=shuffles, seed=seed)

@@ -1,4 +1,5 @@
-"""Options that ``predict`` and ``evaluate`` share: how a run's probabilities are averaged over views of each input."""
+"""Options that ``predict`` and ``evaluate`` share: how a run's probabilities are averaged over views of each input,
+and the genome windows a track model reads."""
 
 from __future__ import annotations
 
@@ -17,3 +18,13 @@ def averaging_options(command):
         "--rc-average/--no-rc-average", default=None,
         help="Average forward and reverse-complement predictions [default: on for sequence classifiers trained "
              "with reverse complements (the small and base presets), else off].")(command)
+
+
+def window_option(command):
+    """``--window-bp N`` (track models; None: the run's training window, resolved by ``load_run``)."""
+    return click.option(
+        "--window-bp", type=click.IntRange(min=1), default=None, metavar="BP",
+        help="Track: read the genome in windows of this many bp (a multiple of the stride, at least the training "
+             "window). Windows overlap by a quarter of the training window whatever their length, so longer ones "
+             "read fewer bases twice (1.33x at the training window, 1.07x at 4x it) [default: the training "
+             "window].")(command)

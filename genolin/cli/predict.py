@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import averaging_options
+from genolin.cli.options import averaging_options, window_option
 
 
 @click.command(context_settings={"show_default": True})
@@ -17,6 +17,7 @@ from genolin.cli.options import averaging_options
               help="Sequence model: the TSV to write. Track model: a prefix for OUT.plus.bedGraph, "
                    "OUT.minus.bedGraph (or .bw) and OUT.peaks.bed.")
 @averaging_options
+@window_option
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Decision probability: track calls, or the last class of a two-class classifier [default: the "
                    "run's threshold chosen on validation (tracks: max F1, classifiers: max MCC), else 0.5].")
@@ -32,8 +33,8 @@ from genolin.cli.options import averaging_options
               help="Run the model's blocks through torch.compile [default: on CUDA for genomes of >= 200 Mbp]. "
                    "On an H200 (base model, RC averaging) the model pipeline ran 5.2 -> 9.4 Mbp/s; compiling "
                    "takes about 10 s on a machine's first run, about 1 s once torch's cache holds it.")
-def predict(model_dirs, fasta, csv, out, rc_average, shift_average, threshold, track_format, contigs, min_distance,
-            batch_size, device, compile_model) -> None:
+def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, threshold, track_format, contigs,
+            min_distance, batch_size, device, compile_model) -> None:
     """Predict promoters with a trained model."""
     import logging
     import time
@@ -47,7 +48,7 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, threshold, t
         raise click.UsageError("give the input as --fasta or as --csv")
     # under torchrun the genome's windows are shared out over the processes
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
-                   shift_views=shift_average)
+                   shift_views=shift_average, window_bp=window_bp)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = PredictOptions(rc_average=run.rc_average(rc_average), threshold=run.decision_threshold(threshold),
                              min_distance_bp=min_distance, track_format=track_format,
