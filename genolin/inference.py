@@ -245,7 +245,7 @@ class Predictor:
                 yield from finish(*previous)
 
     def _plan(self, data: TrackData, regions) -> Iterator[list[tuple[Window, int, int]]]:
-        """Batches of (window, keep_from, keep_to), bins absolute: windows of the training length overlapping by
+        """Batches of (window, keep_from, keep_to), bins absolute: windows of ``_window_bins`` overlapping by
         2 * margin bins, each keeping its centre (a region's first and last window keep their outer edge)."""
         stride = data.stride
         nb, margin = self._window_bins(data)
@@ -483,6 +483,7 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     configs = [ckpt.read_run_config(d) for d in run_dirs]
     _check_ensemble(run_dirs, configs)
     config = configs[0]
+    _check_window(config, window_bp)
     if shift_views is None:
         shift_views = default_views(config.task, config.train)[1]
     elif shift_views and config.task != "sequence":
@@ -497,7 +498,6 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
         for member in members:
             member[0].to_inference_bf16()
     model, task, weights, _ = members[0]
-    _check_window(config, window_bp)
     if batch_size is None:
         batch_size = config.train.batch_size
         if config.task == "track":  # genome windows: a batch of about WINDOW_BATCH_TOKENS tokens
