@@ -96,6 +96,32 @@ def test_bedgraph_writer_stretches_join_their_runs(data):
         assert all(a[3] != b[3] and a[2] == b[1] for a, b in zip(mine, mine[1:], strict=False))
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_bedgraph_lines_are_the_lines_formatted_one_by_one(data):
+    """The byte-matrix formatting (and its reused buffers, called again with other sizes) gives the text of
+    formatting each run alone: runs that meet or not, numbers of any width from 0 up, probabilities at 4
+    decimals (the table) or any floats (their own table), contig names of any length."""
+    from genolin.io.bedgraph import bedgraph_lines
+
+    for _ in range(2):
+        n = data.draw(st.integers(1, 40))
+        width = data.draw(st.integers(1, 12))
+        top = 10**width
+        starts = np.array(sorted(data.draw(st.lists(st.integers(0, top - 1), min_size=n, max_size=n))), np.int64)
+        if data.draw(st.booleans()):  # runs that meet, as a stretch's do
+            ends = np.append(starts[1:], starts[-1] + data.draw(st.integers(0, 5)))
+        else:
+            ends = starts + np.array(data.draw(st.lists(st.integers(0, 99), min_size=n, max_size=n)), np.int64)
+        if data.draw(st.booleans()):
+            vals = np.array(data.draw(st.lists(st.integers(0, 10**4), min_size=n, max_size=n))) / 10**4
+        else:
+            vals = np.array(data.draw(st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=n, max_size=n)))
+        contig = data.draw(st.text("ACchr_.0123456789", min_size=1, max_size=20))
+        want = "".join(f"{contig}\t{a}\t{b}\t{v:g}\n" for a, b, v in zip(starts, ends, vals, strict=True))
+        assert bedgraph_lines(contig, starts, ends, vals).decode() == want
+
+
 @pytest.fixture(scope="module")
 def two_contigs(tmp_path_factory):
     """A genome of two contigs (12 kb, and 7,001 bp with a run of 300 N) cut from the bundled E. coli genome."""
@@ -353,9 +379,10 @@ def test_bigwig_that_cannot_be_written_is_one_clear_error(tmp_path, two_contigs)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
-def test_bedgraph_batches_and_value_table_change_no_byte():
-    """Runs written in batches (any batch size), formatted by a process pool (any number in flight) and
-    probabilities formatted from the cached table give the text of formatting each run alone with {v:g}."""
+def test_bedgraph_batches_and_value_table_change_no_byte(tmp_path):
+    """Runs written in batches (any batch size), formatted by a process pool (any number in flight; the workers'
+    part files copied into a file, or read into a buffer) and probabilities formatted from the cached table give
+    the text of formatting each run alone with {v:g}; no part file is left."""
     import io
 
     import numpy as np
@@ -368,9 +395,11 @@ def test_bedgraph_batches_and_value_table_change_no_byte():
     texts = []
     with format_pool(2) as pool:
         assert pool is not None
-        for batch, in_flight, use_pool in ((1, 8, False), (7, 8, False), (1 << 16, 8, False), (7, 1, True),
-                                           (5, 3, True), (1 << 16, 8, True)):
-            fh = io.BytesIO()
+        for batch, in_flight, use_pool, to_file in ((1, 8, False, False), (7, 8, False, False),
+                                                    (1 << 16, 8, False, False), (7, 1, True, False),
+                                                    (5, 3, True, True), (1 << 16, 8, True, True), (7, 2, True, True)):
+            path = tmp_path / f"{len(texts)}.bedGraph"
+            fh = open(path, "wb") if to_file else io.BytesIO()
             with BedGraphWriter(fh, "t", "0,0,0", batch_bins=batch, pool=pool if use_pool else None,
                                 in_flight=in_flight) as w:
                 for contig, first, vals in pieces:
@@ -378,11 +407,31 @@ def test_bedgraph_batches_and_value_table_change_no_byte():
                     w.add(contig, first, vals, 4, length)
                     if contig == "chrB" or first:
                         w.flush()
-            texts.append(fh.getvalue().decode())
+            if to_file:
+                fh.close()
+            texts.append(path.read_text() if to_file else fh.getvalue().decode())
     assert all(t == texts[0] for t in texts[1:])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["4.bedGraph", "5.bedGraph", "6.bedGraph"]
     for line in texts[0].splitlines()[1:]:
         value = line.split("\t")[3]
         assert value == f"{float(value):g}" and float(value) == round(float(value), 4)
+
+
+def test_bedgraph_writer_failing_midway_leaves_no_part_files(tmp_path):
+    """An error while a process pool formats stretches: the writer waits for the workers it started and removes
+    their part files with their folder (the caller's atomic_open removes the output itself)."""
+    import numpy as np
+
+    from genolin.io.bedgraph import BedGraphWriter, format_pool
+
+    rng = np.random.default_rng(2)
+    with format_pool(2) as pool, open(tmp_path / "t.bedGraph", "wb") as fh:
+        with pytest.raises(RuntimeError, match="stop"), BedGraphWriter(fh, "t", "0,0,0", batch_bins=50, pool=pool,
+                                                                       in_flight=6) as w:
+            for first in range(0, 2000, 100):
+                w.add("chrA", first, rng.random(100), 2, 4000)
+            raise RuntimeError("stop")
+    assert [p.name for p in tmp_path.iterdir()] == ["t.bedGraph"]
 
 
 @pytest.mark.parametrize("batch_bins", [1, 7, 65536])
