@@ -215,8 +215,9 @@ class BedGraphWriter:
         else:
             if self._parts is None:
                 where = getattr(self.fh, "name", None)
-                folder = os.path.dirname(os.path.abspath(where)) if isinstance(where, str) else None
-                base = os.path.basename(where) if isinstance(where, str) else "bedgraph"
+                beside = isinstance(where, str) and os.path.isfile(where)  # else a temporary folder (a buffer)
+                folder = os.path.dirname(os.path.abspath(where)) if beside else None
+                base = os.path.basename(where) if beside else "bedgraph"
                 self._parts = tempfile.mkdtemp(prefix=f".{base}.", suffix=".parts.tmp", dir=folder)
             path = os.path.join(self._parts, f"{self._sent}.txt")
             self._sent += 1
