@@ -6,10 +6,10 @@ bedGraph lines are ``contig<TAB>start<TAB>end<TAB>value`` under a ``track type=b
 UCSC browser read.
 
 Formatting the lines is the costly part (about 40-90 ns per line, ``bedgraph_lines``: 100 M lines for 100 Mbp at
-stride 2 and two strands). Given a process pool (``format_pool``), a writer formats stretches of bins there, several at once; each
-worker writes its lines to a part file beside the output and the writer copies the parts in, in order, inside the
-kernel (``os.copy_file_range``), so neither a GPU's output waits for one core's formatting nor the text passes
-through the process that runs the model.
+stride 2 and two strands). Given a process pool (``format_pool``), a writer formats stretches of bins there,
+several at once; each worker writes its lines to a part file beside the output and the writer copies the parts
+in, in order, inside the kernel (``os.copy_file_range``), so neither a GPU's output waits for one core's
+formatting nor the text passes through the process that runs the model.
 """
 
 from __future__ import annotations
