@@ -7,7 +7,8 @@ the table says what the mixer, its local softmax, the convolution, compilation a
 torch.profiler's table of the kernels of the first variant (or of each with --profile-all).
 
 Variants are "NAME:key=value;key=value" over EncoderConfig fields (e.g. "linear:mixer=linear",
-"w64:local_window_tokens=64", "conv1:conv_kernel=1") and "compile" as a key ("compiled:compile=1").
+"w64:local_window_tokens=64", "conv1:conv_kernel=1") and "compile", "bf16" (weights in bfloat16) and "mode"
+(torch.compile's) as keys ("compiled:compile=1", "autotuned:compile=1;mode=max-autotune-no-cudagraphs").
 
     python benchmarks/encoder_forward.py --device cuda --batch 64 --out $OUT/encoder_forward_h200 \
         --variant "compiled:compile=1" --variant "linear:mixer=linear"
@@ -58,6 +59,8 @@ def build(values: dict, device: torch.device) -> Encoder:
     values = dict(values)
     compile_ = bool(values.pop("compile", 0))
     half = bool(values.pop("bf16", 0))
+    mode = values.pop("mode", None)  # torch.compile's mode, e.g. max-autotune-no-cudagraphs (matmul templates
+    #                                  with the elementwise work after them fused in)
     values.pop("norm_conv", None)  # (main sets the environment)
     fields = {f.name for f in dataclasses.fields(EncoderConfig)}
     unknown = set(values) - fields
@@ -68,7 +71,7 @@ def build(values: dict, device: torch.device) -> Encoder:
         model = model.to(torch.bfloat16)
     if compile_:
         torch.compiler.reset()  # the blocks' code is shared: no graph traced for an earlier variant is reused
-        model.compile_blocks()
+        model.compile_blocks(**({"mode": mode} if mode else {}))
     return model
 
 

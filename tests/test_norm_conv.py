@@ -102,3 +102,24 @@ def test_encoder_inference_with_the_kernel_equals_the_modules(monkeypatch, paddi
         got = enc(ids).hidden
     assert len(calls) == cfg.n_layers
     assert torch.isfinite(got).all() and rel(got.cpu(), want.cpu()) <= 1e-12
+
+
+def test_compiled_inference_blocks_are_one_graph_each():
+    """Blocks compiled with fullgraph=True run inference (gradients off, on CUDA through the kernel) without a
+    graph break: a break splits each block into several graphs, each traced again in every new process."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    cfg = EncoderConfig(vocab_size=4101, d_model=48, n_layers=2, n_heads=4, mixer="hybrid", local_window_tokens=16,
+                        track_channels=2, n_classes=0)
+    enc = Encoder(cfg).double().eval().to(DEVICE)
+    ids = torch.randint(5, 4101, (2, 45), device=DEVICE)
+    ids[1, 30:] = cfg.pad_id
+    with torch.no_grad():
+        want = enc(ids).track
+        torch._dynamo.reset()
+        counters.clear()
+        got = enc.compile_blocks(backend="aot_eager", fullgraph=True)(ids).track
+    assert not counters["graph_break"]
+    assert torch.isfinite(got).all() and rel(got.cpu(), want.cpu()) <= 1e-12

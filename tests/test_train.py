@@ -372,6 +372,32 @@ def test_peak_caller_matches_definition():
         assert got == expected
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["sparse", "dense"])
+def test_peak_caller_matches_definition_on_long_tracks(dtype, kind):
+    """Tracks of a few thousand bins in pieces of up to 700: sparse bumps (few local maxima: their spans are
+    gathered) and dense noise (many: maxima of every span), distances up to 60 bins, ties included."""
+    rng = np.random.default_rng(3 if kind == "sparse" else 4)
+    for _ in range(6):
+        n, d = int(rng.integers(200, 4000)), int(rng.integers(0, 61))
+        if kind == "sparse":
+            p = np.full(n, 0.05) + np.round(rng.random(n), 2) * 0.01
+            for c in rng.integers(0, n, n // 150 + 1):
+                p[c:c + 9] += np.hanning(11)[1:1 + len(p[c:c + 9])]
+        else:
+            p = np.round(rng.random(n), 1)
+        p = p.astype(dtype)
+        ahead = [p[i + 1:i + d + 1].max(initial=-1) for i in range(n)]
+        expected = [i for i, v in enumerate(p) if v >= 0.3 and (i == 0 or v > p[max(0, i - d):i].max(initial=-1))
+                    and v >= ahead[i]]
+        caller, got, pos = PeakCaller(0.3, d), [], 0
+        while pos < n:
+            piece = p[pos:pos + int(rng.integers(1, 700))]
+            got += [b for b, _ in caller.feed(pos, piece, final=pos + len(piece) == n)]
+            pos += len(piece)
+        assert got == expected
+
+
 def test_window_max_equals_slices():
     rng = np.random.default_rng(1)
     for n in (1, 2, 7, 64, 101):

@@ -20,7 +20,6 @@ to bfloat16 before the convolution.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 
@@ -43,15 +42,14 @@ def norm_conv_reference(x: torch.Tensor, norm_weight: torch.Tensor, eps: float, 
     return out.transpose(1, 2).to(out_dtype or x.dtype)
 
 
-@functools.cache
-def _has_triton() -> bool:
-    return importlib.util.find_spec("triton") is not None
+# looked up once, at import: inside a compiled block the lookup (importlib) broke the graph on torch 2.11
+HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
 def norm_conv_applies(x: torch.Tensor) -> bool:
     """Whether the model's blocks take the kernel: inference (gradients off) on CUDA tensors with Triton
     installed; the environment variable GENOLIN_NORM_CONV=reference turns it off (to compare whole runs)."""
-    return (x.is_cuda and not torch.is_grad_enabled() and _has_triton()
+    return (x.is_cuda and not torch.is_grad_enabled() and HAS_TRITON
             and os.environ.get("GENOLIN_NORM_CONV") != "reference")
 
 

@@ -379,25 +379,35 @@ class PeakCaller:
 
     def reset(self, first_bin: int = 0) -> None:
         """Start a new stretch of bins at ``first_bin``."""
-        self.buf = np.zeros(0, dtype=np.float64)  # bins [offset, offset + len(buf))
+        self.buf = np.zeros(0, dtype=np.float32)  # bins [offset, offset + len(buf)), in the dtype fed
         self.offset = first_bin
         self.decided = first_bin  # bins before this are decided
 
     def feed(self, first_bin: int, probs: np.ndarray, *, final: bool = False) -> list[tuple[int, float]]:
         if first_bin != self.offset + len(self.buf):
             raise ValueError("bins must arrive in order")
-        buf = np.concatenate([self.buf, np.asarray(probs, dtype=np.float64)])
+        probs = np.asarray(probs)  # float32 stays float32 (a float64 copy cost a pass; comparisons are the same)
+        buf = np.concatenate([self.buf, probs if probs.dtype.kind == "f" else probs.astype(np.float64)])
         end = self.offset + len(buf)
         decide_to = end if final else end - self.d
         d = self.d
         lo, hi = self.decided - self.offset, decide_to - self.offset
         peaks = []
         if hi > lo:
-            cand = np.flatnonzero(buf[lo:hi] >= self.threshold) + lo  # positions in buf
-            if len(cand) and d:
-                padded = np.concatenate([np.full(d, -np.inf), buf, np.full(d, -np.inf)])  # padded[j] = buf[j - d]
-                ahead = window_max(padded, d)  # max of padded[j : j + d]
-                left, right = ahead[cand], ahead[cand + d + 1]  # max of buf[i-d:i], of buf[i+1:i+d+1]
+            seg = buf[lo:hi]
+            keep = seg >= self.threshold
+            if d:  # first the bins above their two neighbours (few on a smooth track), in contiguous passes
+                padded = np.concatenate([np.full(d, -np.inf, buf.dtype), buf, np.full(d, -np.inf, buf.dtype)])
+                keep &= (seg > padded[lo + d - 1: hi + d - 1]) & (seg >= padded[lo + d + 1: hi + d + 1])
+            cand = np.flatnonzero(keep) + lo  # positions in buf; padded[j] = buf[j - d]
+            if len(cand) and d > 1:
+                if len(cand) * d <= len(buf) // 2:  # few: the spans around them (a gather costs ~10x a pass)
+                    near = np.lib.stride_tricks.sliding_window_view(padded, d)  # near[j] = padded[j : j + d]
+                    left, right = near[cand].max(axis=1), near[cand + d + 1].max(axis=1)
+                else:  # many: maxima of every span of d, in log2(d) passes
+                    ahead = window_max(padded, d)  # max of padded[j : j + d]
+                    left, right = ahead[cand], ahead[cand + d + 1]
+                # left: max of buf[i - d : i], right: of buf[i + 1 : i + d + 1]
                 cand = cand[(buf[cand] > left) & (buf[cand] >= right)]
             peaks = [(self.offset + i, float(buf[i])) for i in cand.tolist()]
         self.decided = max(self.decided, decide_to)
