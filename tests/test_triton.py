@@ -142,3 +142,38 @@ def test_compiled_function_calls_the_kernels_as_one_op():
     for eager, compiled in zip(*grads, strict=True):
         assert torch.isfinite(compiled).all()
         assert rel(compiled.cpu(), eager.cpu()) <= 1e-6
+
+
+EAGER_SCRIPT = """
+import sys, torch
+from genolin.ops import norm_conv
+from genolin.ops.linear_attn_triton import _linear_attention_fwd, triton_linear_attention
+from genolin.ops.norm_conv_triton import norm_conv_op
+dev = sys.argv[1]
+g = torch.Generator().manual_seed(0)
+x, gain, w, bias = (torch.randn(*s, generator=g).to(dev) for s in ((2, 37, 24), (24,), (24, 1, 3), (24,)))
+q, k, v = (torch.randn(2, 37, 2, 16, generator=g).to(dev) for _ in range(3))
+mask = torch.ones(2, 37, dtype=torch.bool, device=dev)
+mask[1, 30:] = False
+with torch.no_grad():
+    y = norm_conv(x, gain, 1e-6, w, bias, 1, mask, backend="triton")
+    o = triton_linear_attention(q, k, v, key_padding_mask=mask)
+    assert "torch._dynamo" not in sys.modules, "an eager kernel call imported torch._dynamo"
+    assert torch.equal(y, norm_conv_op(x, gain, 1e-6, w, bias, 1, mask, x.dtype))
+    assert torch.equal(o, _linear_attention_fwd(q, k, v, mask, None, "elu", 1e-6)[0])
+print("ok")
+"""
+
+
+def test_eager_inference_launches_the_kernels_without_their_ops():
+    """Eager calls without gradients launch the kernels directly (the same outputs as the custom ops): an op's
+    first call imports torch's compiler stack, which eager prediction paid inside its first batch. A fresh
+    interpreter, so no earlier test has imported it."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GENOLIN_TRITON_POISON": "1"}
+    out = subprocess.run([sys.executable, "-c", EAGER_SCRIPT, DEVICE], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().endswith("ok")

@@ -547,10 +547,9 @@ def _launch_args(q, mask, projection, feature_map):
 # The kernels as two torch custom ops (forward -> o and the reduced state; backward -> dq, dk, dv): opaque to
 # torch.compile (a compiled block calls them as it calls a matmul, no graph break, no tracing into Triton code) and
 # visible to selective activation checkpointing as single ops.
-@torch.library.custom_op("genolin::linear_attention_fwd", mutates_args=())
-def _linear_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                          projection: torch.Tensor | None, feature_map: str, eps: float
-                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _forward_kernels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                     projection: torch.Tensor | None, feature_map: str, eps: float
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(B, N, H, D) q, k, (B, N, H, E) v -> o (B, N, H, E), states (B*H, BLOCK_M * (BLOCK_E + 1)) float32,
     FAVOR+ key offsets (B*H,) float32."""
     b, n, h, d = q.shape
@@ -575,6 +574,14 @@ def _linear_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mas
         q.stride(0), q.stride(1), q.stride(2), o.stride(0), o.stride(1), o.stride(2),
         *scales, eps, **common, **fwd_cfg)
     return o, sz, m_k
+
+
+@torch.library.custom_op("genolin::linear_attention_fwd", mutates_args=())
+def _linear_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                          projection: torch.Tensor | None, feature_map: str, eps: float
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``_forward_kernels`` as an op."""
+    return _forward_kernels(q, k, v, mask, projection, feature_map, eps)
 
 
 @_linear_attention_fwd.register_fake
@@ -638,4 +645,15 @@ def triton_linear_attention(q, k, v, *, feature_map="elu", projection=None, key_
     """Bidirectional linear attention through the fused kernels; see the module docstring."""
     if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    if eager_inference(q, k, v, projection):  # the launches themselves: no op, no autograd
+        return _forward_kernels(q, k, v, key_padding_mask, projection, feature_map, float(eps))[0]
     return _linear_attention_fwd(q, k, v, key_padding_mask, projection, feature_map, float(eps))[0]
+
+
+def eager_inference(*tensors: torch.Tensor | None) -> bool:
+    """Whether a kernel call can skip its custom op: outside torch.compile with no gradient to record. The op's
+    first call imports torch's compiler stack (torch._dynamo, sympy: 1.5 s on a 2-core VM, more on the H200
+    host), which eager prediction then paid inside its first batch."""
+    if torch.compiler.is_compiling():
+        return False
+    return not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors))

@@ -65,6 +65,8 @@ def norm_conv(x: torch.Tensor, norm_weight: torch.Tensor, eps: float, conv_weigh
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                        for t in (x, norm_weight, conv_weight, conv_bias)):
         raise NotImplementedError("the norm_conv kernel is for inference: it has no backward")
-    from genolin.ops.norm_conv_triton import norm_conv_op
+    from genolin.ops.norm_conv_triton import norm_conv_kernel, norm_conv_op
 
-    return norm_conv_op(x, norm_weight, float(eps), conv_weight, conv_bias, left, mask, out_dtype or x.dtype)
+    # compiled blocks call the op (opaque to the compiler); eager calls launch the kernel without it
+    launch = norm_conv_op if torch.compiler.is_compiling() else norm_conv_kernel
+    return launch(x, norm_weight, float(eps), conv_weight, conv_bias, left, mask, out_dtype or x.dtype)
