@@ -8,7 +8,8 @@ torch.profiler's table of the kernels of the first variant (or of each with --pr
 
 Variants are "NAME:key=value;key=value" over EncoderConfig fields (e.g. "linear:mixer=linear",
 "w64:local_window_tokens=64", "conv1:conv_kernel=1") and "compile", "bf16" (weights in bfloat16) and "mode"
-(torch.compile's) as keys ("compiled:compile=1", "autotuned:compile=1;mode=max-autotune-no-cudagraphs").
+(torch.compile's) and "inductor.NAME" (an inductor option) as keys ("compiled:compile=1",
+"autotuned:compile=1;mode=max-autotune-no-cudagraphs;inductor.max_autotune_gemm_backends=TRITON").
 
     python benchmarks/encoder_forward.py --device cuda --batch 64 --out $OUT/encoder_forward_h200 \
         --variant "compiled:compile=1" --variant "linear:mixer=linear"
@@ -62,6 +63,9 @@ def build(values: dict, device: torch.device) -> Encoder:
     mode = values.pop("mode", None)  # torch.compile's mode, e.g. max-autotune-no-cudagraphs (matmul templates
     #                                  with the elementwise work after them fused in)
     values.pop("norm_conv", None)  # (main sets the environment)
+    # "inductor.NAME=VALUE": torch._inductor.config options, e.g. inductor.max_autotune_gemm_backends=TRITON
+    # (matmuls as Triton templates, which take the elementwise work after them into their epilogues)
+    inductor = {k.removeprefix("inductor."): values.pop(k) for k in list(values) if k.startswith("inductor.")}
     fields = {f.name for f in dataclasses.fields(EncoderConfig)}
     unknown = set(values) - fields
     if unknown:
@@ -71,7 +75,7 @@ def build(values: dict, device: torch.device) -> Encoder:
         model = model.to(torch.bfloat16)
     if compile_:
         torch.compiler.reset()  # the blocks' code is shared: no graph traced for an earlier variant is reused
-        model.compile_blocks(**({"mode": mode} if mode else {}))
+        model.compile_blocks(**({"mode": mode} if mode else {}), **({"options": inductor} if inductor else {}))
     return model
 
 
