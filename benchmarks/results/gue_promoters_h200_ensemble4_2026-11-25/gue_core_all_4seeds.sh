@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 2026-11-25 (11th), issue 15: GUE prom_core_all, base preset with weight averaging (ema_decay 0.9995),
-# seeds 0-3 trained at once on one H200 (7.0 min each; a first call at 7.8 min ran out of the 10-minute call before the ensemble was scored), test scored RC-averaged and with --shift-average 3;
+# seeds 0-3 trained at once on one H200 (7.0 min each; a first call with --max-minutes 7.8 ran out of the 10-minute call before the ensemble was scored), test scored RC-averaged and with --shift-average 3;
 # the ensemble of the four.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 OMP_NUM_THREADS=3
