@@ -10,7 +10,8 @@ prom_core_tata (70 bp), prom_300_tata (300 bp). For each task:
   views `genolin evaluate` uses by default for such runs with N = their max_shift_bp); mean
   and spread of test MCC over the seeds; with ``--ensemble`` also the ensemble of a row's seeds
   (`genolin evaluate --model RUN_SEED0 --model RUN_SEED1 ...`: their probabilities averaged), whose GPU minutes
-  are those of its runs together (trained at once with ``--jobs``).
+  are those of its runs together (trained at once with ``--jobs``); with ``--ensemble-rows`` also the ensemble of
+  every run of a task, all rows together (members of different mixers or settings: a diverse ensemble).
 Prints test MCC x 100 beside published figures (issue 15's for prom_core_all; DNABERT-2's for the other three, see
 PUBLISHED) and writes PREFIX.json and PREFIX.md.
 
@@ -167,6 +168,8 @@ def main() -> None:
     ap.add_argument("--shift-average", type=int, default=0, metavar="N",
                     help="also score every run and ensemble with `genolin evaluate --shift-average N`")
     ap.add_argument("--ensemble", action="store_true", help="also score the ensemble of each row's seeds")
+    ap.add_argument("--ensemble-rows", action="store_true",
+                    help="also score the ensemble of every run of a task, all rows (mixers, variants) together")
     ap.add_argument("--no-genolin", dest="genolin", action="store_false", help="the baseline only")
     ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
     ap.add_argument("--out", default="benchmarks/results/gue_promoters", help="output prefix")
@@ -183,7 +186,16 @@ def main() -> None:
     pool = ThreadPoolExecutor(max(1, args.jobs))  # each job is a subprocess: threads only wait
     futures = {(t, v[0], s): pool.submit(genolin_run, args, Path(args.gue) / t, s, work, v)
                for t in tasks for v in variants for s in seeds} if args.genolin else {}
-    rows = []
+    import torch
+
+    from genolin import __version__
+
+    meta = {"benchmark": "gue_promoters", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.machine(),
+            "cpu_count": os.cpu_count(), "command": " ".join(["python benchmarks/gue_promoters.py", *sys.argv[1:]]),
+            "args": vars(args)}
+    rows, ensembles = [], {}
     for task in tasks:  # the regressions run here while the pool trains
         baseline = kmer_baseline(Path(args.gue) / task)
         print(f"{task:17s} k-mer LR test MCC x100 {100 * baseline['test_mcc']:6.2f}", flush=True)
@@ -198,30 +210,41 @@ def main() -> None:
                   + f"({r['train_seconds']:.0f} s)", flush=True)
         if args.ensemble and len(row["genolin"]) > 1:
             runs = [Path(g["run"]) for g in row["genolin"]]
-            row["ensemble"] = score_on_test(args, Path(args.gue) / row["task"], runs,
-                                            runs[0].with_name(runs[0].name.rsplit("_seed", 1)[0] + "_ensemble"))
-            if args.shift_average:
-                row["ensemble_shifted"] = score_on_test(
-                    args, Path(args.gue) / row["task"], runs,
-                    runs[0].with_name(runs[0].name.rsplit("_seed", 1)[0] + "_ensemble_shift"), shift=args.shift_average)
+            name = runs[0].name.rsplit("_seed", 1)[0]
+            row["ensemble"], row["ensemble_shifted"] = score_ensemble(args, row["task"], runs,
+                                                                      runs[0].with_name(name + "_ensemble"))
             print(f"{row['task']:17s} {row['mixer']:15s} ensemble of {len(runs)} seeds test MCC x100 "
-                  f"{100 * row['ensemble']['test_mcc']:6.2f}"
-                  + (f" (shift views: {100 * row['ensemble_shifted']['test_mcc']:6.2f})" if args.shift_average else ""),
-                  flush=True)
+                  f"{ensemble_text(row['ensemble'], row['ensemble_shifted'])}", flush=True)
+        write_tables(args, meta, rows, ensembles)
+    for task in tasks if args.ensemble_rows and args.genolin and len(variants) > 1 else ():
+        runs = [Path(g["run"]) for r in rows if r["task"] == task for g in r["genolin"]]
+        plain, shifted = score_ensemble(args, task, runs, work / f"{task}_rows_ensemble")
+        ensembles[task] = {"members": [r.name for r in runs], "ensemble": plain, "ensemble_shifted": shifted}
+        print(f"{task:17s} ensemble of all {len(runs)} runs (every row) test MCC x100 {ensemble_text(plain, shifted)}",
+              flush=True)
+        write_tables(args, meta, rows, ensembles)
     pool.shutdown()
+    print(Path(f"{args.out}.md").read_text())
 
-    import torch
 
-    from genolin import __version__
+def score_ensemble(args, task: str, runs: list[Path], out: Path) -> tuple[dict, dict | None]:
+    """The ensemble of ``runs`` on ``task``'s test split, plain and (with --shift-average) with the shift views."""
+    plain = score_on_test(args, Path(args.gue) / task, runs, out)
+    shifted = (score_on_test(args, Path(args.gue) / task, runs, out.with_name(out.name + "_shift"),
+                             shift=args.shift_average) if args.shift_average else None)
+    return plain, shifted
 
-    meta = {"benchmark": "gue_promoters", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.machine(),
-            "cpu_count": os.cpu_count(), "command": " ".join(["python benchmarks/gue_promoters.py", *sys.argv[1:]]),
-            "args": vars(args)}
+
+def ensemble_text(plain: dict, shifted: dict | None) -> str:
+    return f"{100 * plain['test_mcc']:6.2f}" + (f" (shift views: {100 * shifted['test_mcc']:6.2f})" if shifted else "")
+
+
+def write_tables(args, meta: dict, rows: list[dict], ensembles: dict) -> None:
+    """PREFIX.json and PREFIX.md of what is scored so far (written after every row: a call cut short keeps them)."""
     prefix = Path(args.out)
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{prefix}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    Path(f"{prefix}.json").write_text(json.dumps({"meta": meta, "rows": rows, "ensembles_of_rows": ensembles},
+                                                 indent=2) + "\n")
     names = sorted({n for t in PUBLISHED.values() for n in t})
     lines = [f"# GUE promoter tasks, test MCC x 100 ({meta['date']})", "",
              f"{meta['device']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin {meta['genolin']}; preset "
@@ -251,8 +274,10 @@ def main() -> None:
                                      else " |")
         lines.append(f"| {r['task']} | {r['mixer']} | {ours} | {ens} | {lr:.2f} | {diff} | {secs} | "
                      + " | ".join(pub) + " |" + shifted)
+    for task, e in ensembles.items():
+        lines.append(f"\n{task}: ensemble of all {len(e['members'])} runs (every row) test MCC x100 "
+                     + ensemble_text(e["ensemble"], e["ensemble_shifted"]).strip())
     Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
 
 if __name__ == "__main__":
