@@ -126,6 +126,10 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # turn): d_model 32 with linear attention scored a mean AUPRC of 0.0607 / 0.0627 (seeds 0 / 1) against 0.0584 for the
 # former d_model 64 hybrid and 0.0593 / 0.0568 for a d_model 32 hybrid, and predicts about 5x faster on 2 CPU cores
 # (the local softmax was over half of the hybrid's CPU time); stride 8 (k = 8) lost a third of the AUPRC.
+# base reads its 6-mers at stride 4 (2,048 tokens per 8 kb window, 32 windows: the 65,536 tokens per step of stride 2's
+# 16): leave one genome out, 5e7 tokens, seeds 0 and 1 (benchmarks/results/track_stride_predict_h200_2026-11-25), mean
+# held-out AUPRC 0.0618 / 0.0633 against stride 2's 0.0621 / 0.0621, for half the tokens per genome: predict on one
+# H200 with RC averaging 16.0-16.9 Mbp/s against 9.2-9.3 (eager, 102 Mbp, bedGraph; bins of 4 bp instead of 2).
 # Sequence presets: single-base tokens under a width-15 convolutional stem, early stopping after 10 epochs without
 # a better dev MCC (benchmarks/results/gue_promoters_h200_stem_2026-11-23: GUE prom_core_all 60.0 -> 66.6 with
 # small; tiny on 2 CPU cores, prom_core_tata: 46.8 -> 68.1, where patience 3 had stopped it too early). tiny adds
@@ -172,7 +176,7 @@ PRESETS: dict[str, dict[str, dict]] = {
         "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
         "sequence": dict(k=1, stride=1, batch_size=32, epochs=30, patience=10,
                          model=dict(stem_kernel=15, mixer="synthesizer")),
-        "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=18_000,
+        "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=32, steps=18_000,
                       val_every_steps=1000, lr=1e-3,
                       warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),
     },
