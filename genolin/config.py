@@ -121,7 +121,8 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # cosine is stretched over the clock where steps would run past it). The recipe is the best of the leave-one-genome-
 # out benchmarks (benchmarks/results/promoter_tracks_h200*_2026-11-23): hybrid mixer, 8 kb windows, lr 1e-3, 100
 # warm-up steps, positives within +-24 bp of a TSS at training time (tolerance_bins 12 at stride 2, 6 at stride 4).
-# Step counts from runs alone on one H200 (small: 2089 steps in its first minute, base: 1284) and 2 CPU cores (tiny).
+# Step counts from runs alone on one H200 (small: 2089 steps in its first minute, base: 1284 at stride 2 with 16
+# windows, the tokens per step of its stride-4 batch of 32) and 2 CPU cores (tiny).
 # The tiny track model (benchmarks/results/tiny_track_variants_h200_2026-11-24, 2000 steps, 3 bacteria held out in
 # turn): d_model 32 with linear attention scored a mean AUPRC of 0.0607 / 0.0627 (seeds 0 / 1) against 0.0584 for the
 # former d_model 64 hybrid and 0.0593 / 0.0568 for a d_model 32 hybrid, and predicts about 5x faster on 2 CPU cores
