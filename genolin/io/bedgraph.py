@@ -201,11 +201,9 @@ class BedGraphWriter:
     def append(self, path: str | os.PathLike) -> None:
         """After everything added so far, the bytes of ``path``: a part of the same track from later contigs,
         written without a track line (torchrun ranks' parts)."""
-        import shutil
-
         self.close()
         with open(path, "rb") as src:
-            shutil.copyfileobj(src, self.fh, 1 << 24)
+            copy_into(src, self.fh, os.fstat(src.fileno()).st_size)
 
     def _dispatch(self, stretch: Stretch | None) -> None:
         if stretch is None:
@@ -280,19 +278,7 @@ class BedGraphWriter:
         """A worker's part file onto the end of ``fh``, copied by the kernel where it can (same file system),
         then removed."""
         with open(path, "rb") as src:
-            try:
-                dst = self.fh.fileno()
-            except (AttributeError, io.UnsupportedOperation):  # not a file (a test's BytesIO)
-                dst = None
-            if dst is not None and hasattr(os, "copy_file_range"):
-                self.fh.flush()  # what is buffered goes first; the copy writes at the descriptor's offset
-                try:
-                    while size > 0 and (n := os.copy_file_range(src.fileno(), dst, size)) > 0:
-                        size -= n
-                except OSError:  # no kernel copy between these files: the rest from where it stopped
-                    pass
-            if size > 0:
-                shutil.copyfileobj(src, self.fh, 1 << 22)
+            copy_into(src, self.fh, size)
         os.unlink(path)
 
     def _remove_parts(self) -> None:
@@ -307,6 +293,24 @@ class BedGraphWriter:
             self._thread = None
         if self._error is not None:
             raise self._error
+
+
+def copy_into(src, fh, size: int) -> None:
+    """The ``size`` bytes of ``src`` (a file opened for reading, at its start) onto the end of ``fh``: by the kernel
+    where it can (``os.copy_file_range``: no pass through this process), else through a buffer."""
+    try:
+        dst = fh.fileno()
+    except (AttributeError, io.UnsupportedOperation):  # not a file (a test's BytesIO)
+        dst = None
+    if dst is not None and hasattr(os, "copy_file_range"):
+        fh.flush()  # what is buffered goes first; the copy writes at the descriptor's offset
+        try:
+            while size > 0 and (n := os.copy_file_range(src.fileno(), dst, size)) > 0:
+                size -= n
+        except OSError:  # no kernel copy between these files: the rest from where it stopped
+            pass
+    if size > 0:
+        shutil.copyfileobj(src, fh, 1 << 22)
 
 
 def format_workers(cpus: int | None = None) -> int:
