@@ -7,7 +7,8 @@ the table says what the mixer, its local softmax, the convolution, compilation a
 torch.profiler's table of the kernels of the first variant (or of each with --profile-all).
 
 Variants are "NAME:key=value;key=value" over EncoderConfig fields (e.g. "linear:mixer=linear",
-"w64:local_window_tokens=64", "conv1:conv_kernel=1") and "compile", "bf16" (weights in bfloat16) and "mode"
+"w64:local_window_tokens=64", "conv1:conv_kernel=1") and "compile", "bf16" (weights in bfloat16), "norm_conv" and
+"fused" ("reference": without those inference kernels, genolin.ops.norm_conv and genolin.ops.fused) and "mode"
 (torch.compile's) and "inductor.NAME" (an inductor option) as keys ("compiled:compile=1",
 "autotuned:compile=1;mode=max-autotune-no-cudagraphs;inductor.max_autotune_gemm_backends=TRITON").
 
@@ -63,6 +64,7 @@ def build(values: dict, device: torch.device) -> Encoder:
     mode = values.pop("mode", None)  # torch.compile's mode, e.g. max-autotune-no-cudagraphs (matmul templates
     #                                  with the elementwise work after them fused in)
     values.pop("norm_conv", None)  # (main sets the environment)
+    values.pop("fused", None)
     # "inductor.NAME=VALUE": torch._inductor.config options, e.g. inductor.max_autotune_gemm_backends=TRITON
     # (matmuls as Triton templates, which take the elementwise work after them into their epilogues)
     inductor = {k.removeprefix("inductor."): values.pop(k) for k in list(values) if k.startswith("inductor.")}
@@ -133,6 +135,7 @@ def main() -> None:
     for i, (name, values) in enumerate(variants):
         torch.manual_seed(0)
         os.environ["GENOLIN_NORM_CONV"] = str(values.get("norm_conv", "auto"))  # "reference": the modules' path
+        os.environ["GENOLIN_FUSED"] = str(values.get("fused", "auto"))  # "reference": no fused block kernels
         model = build(values, dev)
         fn = forward_fn(model, ids, amp)
         timed_ms(fn, dev, args.warmup)

@@ -53,6 +53,8 @@ WINDOW_BATCH_TOKENS = {False: 2**15, True: 2**18}  # tokens per batch of genome 
 # Batches of 2**15 tokens: smaller ones lost more to the threads' turns at the GIL (2**13: 2.4-2.9 s after model
 # load, 2**15: 2.1, 2**16: 2.3-2.6, 2**17: 3.4-3.6)
 CPU_MODEL_THREADS = 4
+# CUDA: batches in the GPU's queue while the main thread writes an earlier one
+CUDA_QUEUE_DEPTH = 2
 # compile=None compiles for genomes this long: about 10 s of compiling on a machine's first run (H200, base model)
 # against 10-20 s saved per 100 Mbp
 COMPILE_AUTO_BP = 200_000_000
@@ -174,9 +176,10 @@ class Predictor:
             yield from self._region_probs_shared(data, regions, rc_average, progress)
             return
         plan = self._plan(data, regions)
-        # batches running while the main thread turns earlier ones into pieces: CUDA: one (the GPU's queue);
+        # batches running while the main thread turns earlier ones into pieces: CUDA: two in the GPU's queue (the
+        # writers' and peak callers' work on one batch varies, e.g. at a contig's end: the GPU keeps one in hand);
         # CPU: one per model thread
-        depth, threads = (1, None) if self.device.type == "cuda" else cpu_model_threads()
+        depth, threads = (CUDA_QUEUE_DEPTH, None) if self.device.type == "cuda" else cpu_model_threads()
         with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
                           enabled=progress) as bar, ThreadPoolExecutor(1) as pool, \
                 ThreadPoolExecutor(depth) as model, _intra_op_threads(threads):
@@ -306,13 +309,32 @@ class Predictor:
         elif not isinstance(host, np.ndarray):
             host = host.result()
         _finite(host)
+        # the windows' kept bins, joined where they follow on in one contig (a batch's windows usually do): one
+        # piece per contig run, so the writers and peak callers pay their per-call cost once per batch, not once
+        # per window
+        run: list[np.ndarray] = []
+        contig, start, end = None, 0, 0
         for i, ((w, keep_from, keep_to), seq) in enumerate(zip(pending, bases, strict=True)):
-            p = np.array(host[i, : w.bins], dtype=np.float32)
-            if b"N" in seq:  # (a C search; most windows hold none)
-                p[data.all_n_bins(w, seq)] = 0.0
             first = w.start // data.stride
-            yield w.contig, keep_from, p[keep_from - first: keep_to - first]
+            p = host[i, keep_from - first: keep_to - first]
+            if b"N" in seq:  # (a C search; most windows hold none)
+                p = p.copy()
+                p[data.all_n_bins(w, seq)[keep_from - first: keep_to - first]] = 0.0
+            if run and (w.contig != contig or keep_from != end):
+                yield contig, start, _joined(run)
+                run = []
+            if not run:
+                contig, start = w.contig, keep_from
+            run.append(p)
+            end = keep_to
             bar.update((keep_to - keep_from) * data.stride)
+        if run:
+            yield contig, start, _joined(run)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """Consecutive (n_i, 2) pieces -> one (sum n_i, 2) float32 array of its own (not a view of the batch)."""
+    return np.concatenate(parts).astype(np.float32, copy=False)
 
 
 def cpu_model_threads(cores: int | None = None) -> tuple[int, int]:

@@ -59,12 +59,15 @@ from torch.utils.checkpoint import checkpoint
 
 from genolin.ops import (
     accumulate_state,
+    add_rms_norm,
     bidirectional_scan,
     causal_linear_attention,
     check_length,
     delta_rule,
     favor_projection,
     fnet_mixing,
+    fused_applies,
+    gated_mix,
     gla,
     linear_attention,
     linformer_attention,
@@ -73,6 +76,7 @@ from genolin.ops import (
     norm_conv_applies,
     query_state,
     softmax_attention,
+    swiglu,
     synthesizer_attention,
 )
 
@@ -229,6 +233,8 @@ class GatedMLP(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if fused_applies(x):  # inference on CUDA: SiLU and product in one pass over up's output
+            return self.drop(self.down(swiglu(self.up(x))))
         if x.is_cuda:
             gate, value = self.up(x).chunk(2, dim=-1)
         else:  # two products with the weight's halves: on a CPU, SiLU of the strided half ran 4x slower
@@ -308,6 +314,8 @@ class Mixer(nn.Module):
                                        causal=self.cfg.causal)
 
     def _combine(self, x, local, global_):
+        if fused_applies(x):  # inference on CUDA: gate, products and sum in one pass
+            return gated_mix(self.gate(x), local, global_)
         g = torch.sigmoid(self.gate(x)).unsqueeze(-1)  # (B, N, H, 1)
         return g * local + (1 - g) * global_
 
@@ -451,6 +459,14 @@ class Block(nn.Module):
 
     def _forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         recompute = self.training and torch.is_grad_enabled()
+        # inference on CUDA: the residual add and norm2 in one kernel (not when compile_blocks compiled the halves)
+        if fused_applies(x) and self.norm2.weight is not None and "_mixer_residual" not in vars(self):
+            y = self._mixer_out(x, mask)
+            dtype = torch.promote_types(x.dtype, y.dtype)
+            out_dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else dtype
+            eps = self.norm2.eps if self.norm2.eps is not None else torch.finfo(dtype).eps
+            x, h = add_rms_norm(x, y, self.norm2.weight, eps, out_dtype)
+            return x + self.mlp(h)
         if self.checkpointing and self.checkpoint_mlp and recompute:
             x = checkpoint(self._mixer_residual, x, mask, use_reentrant=False)
         else:
@@ -461,6 +477,10 @@ class Block(nn.Module):
         return self._mlp_residual(x)
 
     def _mixer_residual(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return x + self._mixer_out(x, mask)
+
+    def _mixer_out(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """mixer(conv(norm1(x) * mask)): what the block adds to x before its MLP."""
         if norm_conv_applies(x):  # inference on CUDA: norm, mask and convolution in one kernel
             h = self._norm_conv(x, mask)
         else:
@@ -468,7 +488,7 @@ class Block(nn.Module):
             if mask is not None:
                 h = h * mask.unsqueeze(-1).to(h.dtype)  # padding must not reach real tokens through the convolution
             h = self.conv(h)
-        return x + self.mixer(h, mask)
+        return self.mixer(h, mask)
 
     def _norm_conv(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """conv(norm1(x) * mask) through ``genolin.ops.norm_conv``, in autocast's dtype when it is on."""

@@ -192,6 +192,39 @@ def test_encoder_inference_with_the_norm_conv_kernel(monkeypatch, compiled):
     assert errs["kernel"] < 2e-2 and errs["kernel"] <= 1.5 * errs["reference"] + 1e-3, errs
 
 
+@pytest.mark.parametrize("bf16_weights", [False, True])
+def test_encoder_inference_with_the_fused_block_kernels(monkeypatch, bf16_weights):
+    """Eager inference under bf16 autocast on CUDA through the fused block kernels (swiglu, gated_mix,
+    add_rms_norm; float32 or, as genome prediction runs, bfloat16 weights and residual stream) against the
+    float64 model on the CPU, and as close to it as the modules' own path (GENOLIN_FUSED=reference)."""
+    torch.manual_seed(0)
+    cfg = EncoderConfig(vocab_size=4101, d_model=64, n_layers=3, n_heads=4, mixer="hybrid", track_channels=2,
+                        n_classes=0)
+    enc = Encoder(cfg).eval()
+    for block in enc.blocks:
+        torch.nn.init.normal_(block.norm2.weight, 1.0, 0.3)
+    ids = torch.randint(5, 4101, (3, 3001))
+    ids[2, 2500:] = cfg.pad_id
+    with torch.no_grad():
+        want = Encoder(cfg).double().eval()
+        want.load_state_dict(enc.state_dict())
+        want = want(ids).track
+        got = {}
+        for path in ("kernel", "reference"):
+            monkeypatch.setenv("GENOLIN_FUSED", path)
+            gpu = copy.deepcopy(enc).cuda()
+            if bf16_weights:
+                gpu.to_inference_bf16()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = torch.full((3, 3001, 2), float("nan"), device="cuda")
+                out.copy_(gpu(ids.cuda()).track.float())
+            got[path] = out.cpu()
+    real = ids != cfg.pad_id
+    errs = {p: rel(o[real], want[real]) for p, o in got.items()}
+    assert all(torch.isfinite(o[real]).all() for o in got.values())
+    assert errs["kernel"] < 3e-2 and errs["kernel"] <= 1.5 * errs["reference"] + 1e-3, errs
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("op", ["gla", "deltanet", "gated_deltanet"])
 @pytest.mark.parametrize("n", [1, 999, 4_097])

@@ -205,8 +205,12 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
     run = load_run(V1_TRACK, "cpu", batch_size=5 if model_threads == 1 else 1, compile=compiled, window_bp=window_bp)
     data = TrackData.load([str(fasta)], [], run.config.train)
     got = {c: np.full((-(-n // data.stride), 2), np.nan, np.float32) for c, n in lengths.items()}
-    for contig, first, probs in run.predictor.region_probs(data, data.whole(), rc_average=True, progress=False):
+    pieces = list(run.predictor.region_probs(data, data.whole(), rc_average=True, progress=False))
+    for contig, first, probs in pieces:
         got[contig][first:first + len(probs)] = probs
+    # a batch's windows of one contig come as one piece: one per (batch, contig) the plan's batches touch
+    batches = list(run.predictor._plan(data, data.whole()))
+    assert len(pieces) == sum(len({w.contig for w, _, _ in batch}) for batch in batches)
     eager = load_run(V1_TRACK, "cpu") if compiled else run  # compiling changes the run's blocks in place
     model, task = eager.model, eager.task
     plan = [x for batch in run.predictor._plan(data, data.whole()) for x in batch]

@@ -13,12 +13,23 @@
   ways with padding made neutral.
 - ``norm_conv``: RMSNorm, padding mask and depthwise convolution in one inference kernel (CUDA), beside
   ``norm_conv_reference``.
+- ``swiglu``, ``gated_mix``, ``add_rms_norm``: a block's elementwise steps of inference as one kernel each (CUDA),
+  beside their references; ``fused_applies`` says when the blocks take them.
 - ``linformer_attention``, ``fnet_mixing``, ``synthesizer_attention``: the non-linear-attention baselines.
 """
 
 from genolin.ops.bidirectional import bidirectional_scan, neutral_padding
 from genolin.ops.delta_rule import delta_rule, delta_rule_chunked, delta_rule_recurrent
 from genolin.ops.feature_maps import FEATURE_MAPS, elementwise_features, favor_logits, favor_projection
+from genolin.ops.fused import (
+    add_rms_norm,
+    add_rms_norm_reference,
+    fused_applies,
+    gated_mix,
+    gated_mix_reference,
+    swiglu,
+    swiglu_reference,
+)
 from genolin.ops.gla import gla, gla_chunked, gla_recurrent
 from genolin.ops.linear_attn import (
     LinearAttentionState,
@@ -38,6 +49,8 @@ __all__ = [
     "FEATURE_MAPS",
     "LinearAttentionState",
     "accumulate_state",
+    "add_rms_norm",
+    "add_rms_norm_reference",
     "bidirectional_scan",
     "by_sequence_linear_attention",
     "causal_linear_attention",
@@ -49,6 +62,9 @@ __all__ = [
     "favor_logits",
     "favor_projection",
     "fnet_mixing",
+    "fused_applies",
+    "gated_mix",
+    "gated_mix_reference",
     "gla",
     "gla_chunked",
     "gla_recurrent",
@@ -63,5 +79,7 @@ __all__ = [
     "norm_conv_reference",
     "query_state",
     "softmax_attention",
+    "swiglu",
+    "swiglu_reference",
     "synthesizer_attention",
 ]
