@@ -55,6 +55,10 @@ WINDOW_BATCH_TOKENS = {False: 2**15, True: 2**18}  # tokens per batch of genome 
 CPU_MODEL_THREADS = 4
 # CUDA: batches in the GPU's queue while the main thread writes an earlier one
 CUDA_QUEUE_DEPTH = 2
+# CUDA: threads reading and tokenizing genome windows ahead of the GPU (numpy's passes release the GIL); with the
+# forward replayed from CUDA graphs one thread could not keep up: at stride 4 it tokenized a 102 Mbp genome's
+# windows in about 2.8 s (no RC) and 4.9 s (RC) against the forward's 1-2 s (py-spy, H100, 2026-11-25)
+CUDA_TOKEN_THREADS = 4
 # compile=None compiles for genomes this long: about 10 s of compiling on a machine's first run (H200, base model)
 # against 10-20 s saved per 100 Mbp
 COMPILE_AUTO_BP = 200_000_000
@@ -85,6 +89,7 @@ class Predictor:
         self.amp = amp and device.type == "cuda"
         self.dist = dist or Dist()  # under torchrun: genome windows are shared out, rank 0 gets every result
         self.compile, self.compiled = compile, False
+        self._graphs: GraphedForward | None | bool = None  # made at the first genome batch; False: unavailable
         if compile:
             self._compile()
 
@@ -100,28 +105,54 @@ class Predictor:
         return self.dist.main
 
     @torch.no_grad()
-    def outputs(self, ids: torch.Tensor, mask: torch.Tensor, model: Encoder | None = None):
+    def outputs(self, ids: torch.Tensor, mask: torch.Tensor, model: Encoder | None = None, *,
+                padding: bool | None = None):
         """The EncoderOutput of ``model`` (default: the run's, an ensemble's first member) for a batch, on the
-        device (bf16 autocast on CUDA when the run trained so)."""
-        padding = not bool(mask.all())  # on the host: the GPU's queue goes on
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
+        device (bf16 autocast on CUDA when the run trained so). ``padding``: whether ``mask`` has padding (None:
+        looked up in ``mask``, which must then be on the host, so the GPU's queue goes on)."""
+        if padding is None:
+            padding = not bool(mask.all())
+        # no autocast cache: a CUDA graph's capture must not keep casts made outside it (each weight is cast once
+        # per forward anyway)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp, cache_enabled=False):
             return (model or self.model)(ids.to(self.device, non_blocking=True),
                                          mask.to(self.device, non_blocking=True), padding=padding)
 
-    def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, mask: torch.Tensor, padding: bool | None = None) -> torch.Tensor:
         """Probabilities on the device, float32 (an ensemble's: the mean of its members')."""
         if len(self.members) == 1:
-            return self.task.probabilities(self.outputs(ids, mask)).float()
+            return self.task.probabilities(self.outputs(ids, mask, padding=padding)).float()
         total = None
         for model, task in self.members:
-            probs = task.probabilities(self.outputs(ids, mask, model)).float()
+            probs = task.probabilities(self.outputs(ids, mask, model, padding=padding)).float()
             total = probs if total is None else total.add_(probs)
         return total.div_(len(self.members))
+
+    def _graphs_apply(self) -> bool:
+        """Whether genome batches replay CUDA graphs: eager on CUDA (compiled blocks launch from their own
+        wrappers), unless GENOLIN_CUDA_GRAPHS=0 or a capture failed."""
+        return (self.device.type == "cuda" and not self.compiled and self._graphs is not False
+                and os.environ.get("GENOLIN_CUDA_GRAPHS", "1") != "0")
+
+    def _window_forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``_forward`` of a batch of genome windows (host tensors), replayed from a CUDA graph where that applies
+        (``_graphs_apply``; the batches then all have the full batch's shape, so two graphs serve a genome: with
+        padding and without). The result may be a graph's output buffer: it holds until the next replay, which
+        the stream orders after every operation queued on it meanwhile."""
+        if self._graphs_apply():
+            if self._graphs is None:
+                self._graphs = GraphedForward(self._forward, self.device)
+            try:
+                return self._graphs(ids, mask)
+            except GraphCaptureError as exc:
+                log.warning("CUDA graphs unavailable (%s); launching the model's kernels one by one", exc)
+                self._graphs = False
+        return self._forward(ids, mask)
 
     def _window_probs(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None) -> torch.Tensor:
         """(B, T, 2) probabilities of a batch of windows; with ``bins`` (the windows' real bins) the batch holds
         the windows and then their reverse complements, averaged here on the device (half the copy back)."""
-        probs = self._forward(ids, mask)
+        probs = self._window_forward(ids, mask)
         if bins is None:
             return probs
         bins = torch.tensor(bins, pin_memory=probs.is_cuda)  # a pageable copy would wait for the forward
@@ -180,10 +211,13 @@ class Predictor:
         # writers' and peak callers' work on one batch varies, e.g. at a contig's end: the GPU keeps one in hand);
         # CPU: one per model thread
         depth, threads = (CUDA_QUEUE_DEPTH, None) if self.device.type == "cuda" else cpu_model_threads()
+        # windows read and tokenized ahead: on CUDA by several threads (a CPU's cores run the model)
+        readers = CUDA_TOKEN_THREADS if self.device.type == "cuda" else 1
         with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
-                          enabled=progress) as bar, ThreadPoolExecutor(1) as pool, \
+                          enabled=progress) as bar, ThreadPoolExecutor(readers) as pool, \
                 ThreadPoolExecutor(depth) as model, _intra_op_threads(threads):
-            ready = deque(pool.submit(self._tokens, data, p, rc_average) for p in itertools.islice(plan, depth + 1))
+            ready = deque(pool.submit(self._tokens, data, p, rc_average)
+                          for p in itertools.islice(plan, depth + readers))
             running: deque = deque()
             while ready:
                 pending, bases, ids, mask, bins = ready.popleft().result()
@@ -274,8 +308,9 @@ class Predictor:
         arrays = [data.tokens(w, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
         if rc_average:
             arrays += [data.tokens(w, rc=True, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
-        # compiled: one shape for every batch, one compiled graph
-        ids, mask = pad_tokens(arrays, self._full_batch(data, rc_average) if self.compiled else None)
+        # compiled or CUDA graphs: one shape for every batch, one compiled or captured graph
+        fixed = self.compiled or self._graphs_apply()
+        ids, mask = pad_tokens(arrays, self._full_batch(data, rc_average) if fixed else None)
         if self.device.type == "cuda":
             ids, mask = ids.pin_memory(), mask.pin_memory()
         return pending, bases, ids, mask, [w.bins for w, _, _ in pending] if rc_average else None
@@ -356,6 +391,54 @@ def _intra_op_threads(n: int | None):
     finally:
         if n is not None:
             torch.set_num_threads(before)
+
+
+class GraphCaptureError(RuntimeError):
+    """A forward that could not be captured as a CUDA graph."""
+
+
+class GraphedForward:
+    """``forward(ids, mask, padding)`` on CUDA, replayed from CUDA graphs captured at the first batch of each
+    (shape, padding): one launch a batch instead of the hundreds an eager forward makes from Python (the base track
+    model: about 30 ms of the host's time a genome batch, more than the GPU's work at stride 4; H100, 2026-11-25).
+
+    Each graph has its own input buffers (ids, mask), copied into from the batch's host tensors, and its own output
+    (and memory pool): a replay overwrites the previous replay's output, so a caller uses the output through
+    operations queued on the same stream before the next call (the stream runs them in order)."""
+
+    def __init__(self, forward, device: torch.device):
+        self.forward, self.device = forward, device
+        self.graphs: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.cuda.CUDAGraph, torch.Tensor]] = {}
+
+    def __call__(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        padding = not bool(mask.all())  # host tensors: no sync
+        key = (tuple(ids.shape), ids.dtype, padding)
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(ids, mask, padding)
+        ids_in, mask_in, graph, out = self.graphs[key]
+        ids_in.copy_(ids, non_blocking=True)
+        mask_in.copy_(mask, non_blocking=True)
+        graph.replay()
+        return out
+
+    def _capture(self, ids: torch.Tensor, mask: torch.Tensor, padding: bool):
+        ids_in = ids.to(self.device, non_blocking=True)
+        mask_in = mask.to(self.device, non_blocking=True)
+        main = torch.cuda.current_stream(self.device)
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(main)
+        try:
+            with torch.cuda.stream(side):  # first launches (Triton's loading, library handles) outside the capture
+                self.forward(ids_in, mask_in, padding)
+            main.wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = self.forward(ids_in, mask_in, padding)
+        except RuntimeError as exc:
+            torch.cuda.synchronize(self.device)
+            raise GraphCaptureError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+        log.debug("captured a CUDA graph of the forward: %s tokens, padding %s", tuple(ids.shape), padding)
+        return ids_in, mask_in, graph, out
 
 
 def rc_averaged(probs: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:

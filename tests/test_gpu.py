@@ -158,6 +158,70 @@ def test_genome_prediction_on_cuda_matches_the_cpu(tmp_path):
     assert np.abs(out["cuda"] - out["cpu"]).max() < 0.02
 
 
+def _genome_probs(path, monkeypatch, graphs: str, *, rc: bool, batch_size: int = 3):
+    """(probabilities of every bin, the predictor) of the v1 track run on ``path`` on CUDA, with
+    GENOLIN_CUDA_GRAPHS=graphs."""
+    import numpy as np
+    from conftest import FIXTURES
+
+    from genolin.inference import load_run
+    from genolin.tasks.track import TrackData
+
+    monkeypatch.setenv("GENOLIN_CUDA_GRAPHS", graphs)
+    run = load_run(FIXTURES / "v1_runs" / "track_run", "cuda", batch_size=batch_size)
+    data = TrackData.load([str(path)], [], run.config.train)
+    pieces = list(run.predictor.region_probs(data, data.whole(), rc_average=rc, progress=False))
+    return np.concatenate([p for _, _, p in pieces]), run.predictor
+
+
+def _two_contigs(tmp_path):
+    from conftest import ECOLI_BGZ
+
+    from genolin.io.fasta import read_fasta
+
+    (rec,) = read_fasta(ECOLI_BGZ)
+    b = rec.seq[50_000:90_001].decode()
+    path = tmp_path / "g.fa"  # contig ends inside batches (short windows: padding) and an N run
+    path.write_text(f">a\n{rec.seq[:60_000].decode()}\n>b\n{b[:9_000]}{'N' * 700}{b[9_700:]}\n")
+    return path
+
+
+@pytest.mark.parametrize("rc", [False, True])
+def test_genome_batches_replayed_from_cuda_graphs_equal_eager_launches(tmp_path, monkeypatch, rc):
+    """Genome windows through captured CUDA graphs (every batch padded to the full batch's shape; one graph with
+    padding, one without) against the same model launching its kernels one by one: the same probabilities."""
+    import numpy as np
+
+    path = _two_contigs(tmp_path)
+    graphed, pred = _genome_probs(path, monkeypatch, "1", rc=rc)
+    assert sorted(key[2] for key in pred._graphs.graphs) == [False, True]  # full batches and padded ones
+    eager, pred0 = _genome_probs(path, monkeypatch, "0", rc=rc)
+    assert pred0._graphs is None
+    assert graphed.shape == eager.shape and np.isfinite(graphed).all()
+    # full batches have the same shape both ways (bitwise the same kernels); padded ones are padded further here
+    assert np.abs(graphed - eager).max() < 2e-3, np.abs(graphed - eager).max()
+
+
+def test_a_failed_graph_capture_falls_back_to_eager_launches(tmp_path, monkeypatch, caplog):
+    """A forward that cannot be captured: one warning, then the kernels launched one by one, the same values."""
+    import numpy as np
+
+    from genolin.inference import GraphCaptureError, GraphedForward
+
+    path = _two_contigs(tmp_path)
+    eager, _ = _genome_probs(path, monkeypatch, "0", rc=True)
+
+    def refuse(self, ids, mask, padding):
+        raise GraphCaptureError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(GraphedForward, "_capture", refuse)
+    with caplog.at_level("WARNING", logger="genolin.inference"):
+        got, pred = _genome_probs(path, monkeypatch, "1", rc=True)
+    assert pred._graphs is False
+    assert sum("CUDA graphs unavailable" in r.message for r in caplog.records) == 1
+    assert got.shape == eager.shape and np.abs(got - eager).max() < 2e-3  # batches made before it: full shape
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_encoder_inference_with_the_norm_conv_kernel(monkeypatch, compiled):
     """The blocks' norm + convolution kernel under bf16 autocast on CUDA (eager, and as a custom op inside the
