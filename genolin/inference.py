@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import logging
 import os
+import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +91,7 @@ class Predictor:
         self.dist = dist or Dist()  # under torchrun: genome windows are shared out, rank 0 gets every result
         self.compile, self.compiled = compile, False
         self._graphs: GraphedForward | None | bool = None  # made at the first genome batch; False: unavailable
+        self.loading: threading.Thread | None = None  # load_run's background loading of the kernels' modules
         if compile:
             self._compile()
 
@@ -112,6 +114,7 @@ class Predictor:
         looked up in ``mask``, which must then be on the host, so the GPU's queue goes on)."""
         if padding is None:
             padding = not bool(mask.all())
+        self._kernels_loaded()
         # no autocast cache: a CUDA graph's capture must not keep casts made outside it (each weight is cast once
         # per forward anyway)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp, cache_enabled=False):
@@ -134,29 +137,38 @@ class Predictor:
         return (self.device.type == "cuda" and not self.compiled and self._graphs is not False
                 and os.environ.get("GENOLIN_CUDA_GRAPHS", "1") != "0")
 
-    def _window_forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``_forward`` of a batch of genome windows (host tensors), replayed from a CUDA graph where that applies
-        (``_graphs_apply``; the batches then all have the full batch's shape, so two graphs serve a genome: with
-        padding and without). The result may be a graph's output buffer: it holds until the next replay, which
-        the stream orders after every operation queued on it meanwhile."""
+    def _window_probs(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None) -> torch.Tensor:
+        """(B, T, 2) probabilities of a batch of windows; with ``bins`` (the windows' real bins) the batch holds
+        the windows and then their reverse complements, averaged here on the device (half the copy back). On CUDA
+        (``_graphs_apply``) the forward and the averaging replay a CUDA graph: the batches then all have the full
+        batch's shape (``_tokens``), so two graphs serve a genome, with padding and without. The result may be a
+        graph's output buffer: it holds until the next replay, which the stream orders after every operation
+        queued on it meanwhile (the copy back)."""
+        self._kernels_loaded()
+        if bins is not None:
+            bins = torch.tensor(bins, pin_memory=self.device.type == "cuda")  # a pageable copy would wait
         if self._graphs_apply():
             if self._graphs is None:
-                self._graphs = GraphedForward(self._forward, self.device)
+                self._graphs = GraphedForward(self._window_forward, self.device)
             try:
-                return self._graphs(ids, mask)
+                return self._graphs(ids, mask, bins)
             except GraphCaptureError as exc:
                 log.warning("CUDA graphs unavailable (%s); launching the model's kernels one by one", exc)
                 self._graphs = False
-        return self._forward(ids, mask)
+        return self._window_forward(None, ids, mask, bins)
 
-    def _window_probs(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None) -> torch.Tensor:
-        """(B, T, 2) probabilities of a batch of windows; with ``bins`` (the windows' real bins) the batch holds
-        the windows and then their reverse complements, averaged here on the device (half the copy back)."""
-        probs = self._window_forward(ids, mask)
+    def _window_forward(self, padding: bool | None, ids: torch.Tensor, mask: torch.Tensor,
+                        bins: torch.Tensor | None = None) -> torch.Tensor:
+        probs = self._forward(ids, mask, padding)
         if bins is None:
             return probs
-        bins = torch.tensor(bins, pin_memory=probs.is_cuda)  # a pageable copy would wait for the forward
         return rc_averaged(probs, bins.to(probs.device, non_blocking=True))
+
+    def _kernels_loaded(self) -> None:
+        """Wait for the background loading of the GPU kernels' modules (``load_run``), once."""
+        if self.loading is not None:
+            self.loading.join()
+            self.loading = None
 
     def _probs(self, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
         return _finite(self._forward(ids, mask).cpu().numpy())
@@ -306,14 +318,20 @@ class Predictor:
         complements, in one batch; bins: the windows' real bins when rc_average, else None."""
         bases = [data.bases(w) for w, _, _ in pending]
         arrays = [data.tokens(w, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
-        if rc_average:
-            arrays += [data.tokens(w, rc=True, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
-        # compiled or CUDA graphs: one shape for every batch, one compiled or captured graph
+        bins = [w.bins for w, _, _ in pending] if rc_average else None
+        # compiled or CUDA graphs: one shape for every batch, one compiled or captured graph (the reverse
+        # complements then start at row batch_size, the rows between them padding with 0 real bins)
         fixed = self.compiled or self._graphs_apply()
+        if rc_average:
+            if fixed:
+                gap = self.batch_size - len(pending)
+                arrays += [np.zeros(0, dtype=np.int64)] * gap
+                bins += [0] * gap
+            arrays += [data.tokens(w, rc=True, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
         ids, mask = pad_tokens(arrays, self._full_batch(data, rc_average) if fixed else None)
         if self.device.type == "cuda":
             ids, mask = ids.pin_memory(), mask.pin_memory()
-        return pending, bases, ids, mask, [w.bins for w, _, _ in pending] if rc_average else None
+        return pending, bases, ids, mask, bins
 
     def _full_batch(self, data: TrackData, rc_average: bool) -> tuple[int, int]:
         """(rows, tokens) of a full batch of windows: batch_size windows (and their reverse complements)."""
@@ -398,47 +416,64 @@ class GraphCaptureError(RuntimeError):
 
 
 class GraphedForward:
-    """``forward(ids, mask, padding)`` on CUDA, replayed from CUDA graphs captured at the first batch of each
-    (shape, padding): one launch a batch instead of the hundreds an eager forward makes from Python (the base track
+    """``forward(padding, *inputs)`` on CUDA, replayed from CUDA graphs captured at the first call of each (input
+    shapes, padding): one launch a batch instead of the hundreds an eager forward makes from Python (the base track
     model: about 30 ms of the host's time a genome batch, more than the GPU's work at stride 4; H100, 2026-11-25).
 
-    Each graph has its own input buffers (ids, mask), copied into from the batch's host tensors, and its own output
-    (and memory pool): a replay overwrites the previous replay's output, so a caller uses the output through
-    operations queued on the same stream before the next call (the stream runs them in order)."""
+    Each graph has its own input buffers, copied into from the call's host tensors (``None`` inputs stay None), its
+    own output and memory pool: a replay overwrites the previous replay's output, so a caller uses the output
+    through operations queued on the same stream before the next call (the stream runs them in order)."""
 
     def __init__(self, forward, device: torch.device):
         self.forward, self.device = forward, device
-        self.graphs: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.graphs: dict[tuple, tuple[list, torch.cuda.CUDAGraph, torch.Tensor]] = {}
 
-    def __call__(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def __call__(self, ids: torch.Tensor, mask: torch.Tensor, *more: torch.Tensor | None) -> torch.Tensor:
+        inputs = (ids, mask, *more)
         padding = not bool(mask.all())  # host tensors: no sync
-        key = (tuple(ids.shape), ids.dtype, padding)
+        key = (tuple(None if t is None else (tuple(t.shape), t.dtype) for t in inputs), padding)
         if key not in self.graphs:
-            self.graphs[key] = self._capture(ids, mask, padding)
-        ids_in, mask_in, graph, out = self.graphs[key]
-        ids_in.copy_(ids, non_blocking=True)
-        mask_in.copy_(mask, non_blocking=True)
+            self.graphs[key] = self._capture(inputs, padding)
+        static, graph, out = self.graphs[key]
+        for buffer, t in zip(static, inputs, strict=True):
+            if t is not None:
+                buffer.copy_(t, non_blocking=True)
         graph.replay()
         return out
 
-    def _capture(self, ids: torch.Tensor, mask: torch.Tensor, padding: bool):
-        ids_in = ids.to(self.device, non_blocking=True)
-        mask_in = mask.to(self.device, non_blocking=True)
+    def _capture(self, inputs: tuple, padding: bool):
+        static = [None if t is None else t.to(self.device, non_blocking=True) for t in inputs]
         main = torch.cuda.current_stream(self.device)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(main)
         try:
             with torch.cuda.stream(side):  # first launches (Triton's loading, library handles) outside the capture
-                self.forward(ids_in, mask_in, padding)
+                self.forward(padding, *static)
             main.wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                out = self.forward(ids_in, mask_in, padding)
+                out = self.forward(padding, *static)
         except RuntimeError as exc:
             torch.cuda.synchronize(self.device)
             raise GraphCaptureError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
-        log.debug("captured a CUDA graph of the forward: %s tokens, padding %s", tuple(ids.shape), padding)
-        return ids_in, mask_in, graph, out
+        log.debug("captured a CUDA graph of the forward: %s tokens, padding %s", tuple(inputs[0].shape), padding)
+        return static, graph, out
+
+
+def load_kernels() -> None:
+    """Import the Triton kernels' modules and compute Triton's cache key (it hashes Triton's own files: 0.3-0.4 s
+    of the first launch on the H100 host, 2026-11-25). ``load_run`` runs it on a background thread while the
+    weights load; whatever it leaves undone the first launch does."""
+    import importlib
+
+    try:
+        for name in ("genolin.ops.norm_conv_triton", "genolin.ops.fused_triton", "genolin.ops.linear_attn_triton"):
+            importlib.import_module(name)
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+    except Exception as exc:  # noqa: BLE001 (a head start only: never fails the run)
+        log.debug("loading the kernels ahead: %s", exc)
 
 
 def rc_averaged(probs: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:
@@ -596,6 +631,10 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
                                             f"{config.task} model")
     dist = init_distributed(device) if distributed else Dist()
     dev = pick_device(device, dist.local_rank)
+    loading = None
+    if dev.type == "cuda":  # the kernels' modules load while the weights do
+        loading = threading.Thread(target=load_kernels, name="genolin-load-kernels", daemon=True)
+        loading.start()
     members = [_member(d, c, dev) for d, c in zip(run_dirs, configs, strict=True)]
     if bf16_weights is None:
         bf16_weights = config.task == "track" and dev.type == "cuda" and config.train.amp
@@ -612,6 +651,7 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
                           amp=config.train.amp, dist=dist, compile=compile, members=[m[:2] for m in members],
                           shift_views=shift_views, window_bp=window_bp)
+    predictor.loading = loading
     thresholds = [float(m[3]["threshold"]) for m in members if "threshold" in m[3]]
     threshold = float(np.mean(thresholds)) if len(thresholds) == len(members) else None
     if len(members) > 1:

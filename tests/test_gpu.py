@@ -194,7 +194,7 @@ def test_genome_batches_replayed_from_cuda_graphs_equal_eager_launches(tmp_path,
 
     path = _two_contigs(tmp_path)
     graphed, pred = _genome_probs(path, monkeypatch, "1", rc=rc)
-    assert sorted(key[2] for key in pred._graphs.graphs) == [False, True]  # full batches and padded ones
+    assert sorted(key[-1] for key in pred._graphs.graphs) == [False, True]  # full batches and padded ones
     eager, pred0 = _genome_probs(path, monkeypatch, "0", rc=rc)
     assert pred0._graphs is None
     assert graphed.shape == eager.shape and np.isfinite(graphed).all()
@@ -211,7 +211,7 @@ def test_a_failed_graph_capture_falls_back_to_eager_launches(tmp_path, monkeypat
     path = _two_contigs(tmp_path)
     eager, _ = _genome_probs(path, monkeypatch, "0", rc=True)
 
-    def refuse(self, ids, mask, padding):
+    def refuse(self, inputs, padding):
         raise GraphCaptureError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(GraphedForward, "_capture", refuse)

@@ -186,14 +186,15 @@ def test_failed_bigwig_prediction_leaves_nothing(tmp_path):
 
 
 @pytest.mark.parametrize(("compiled", "model_threads", "window_bp"), [
-    (False, 1, None), (False, 3, None), (False, 1, 4096), (False, 2, 2052),
+    (False, 1, None), (False, 3, None), (False, 1, 4096), (False, 2, 2052), ("fixed", 1, None), ("fixed", 2, 4096),
     pytest.param(True, 2, None, marks=[pytest.mark.slow, NEEDS_COMPILER])])
 def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compiled, model_threads, window_bp,
                                                               monkeypatch):
     """region_probs (background tokens, forward and RC in one padded batch, batches on ``model_threads`` model
     threads at once, handed back in order; with ``compiled``, torch.compile and batches padded to one shape;
-    with ``window_bp``, windows longer than the training's 2,048 bp) against a plain loop: each window alone
-    through the eager model, its reverse complement alone, averaged; every bin covered once."""
+    with ``window_bp``, windows longer than the training's 2,048 bp; "fixed": batches padded to one shape, as
+    compiled blocks and CUDA graphs take them, the reverse complements from row batch_size) against a plain loop:
+    each window alone through the eager model, its reverse complement alone, averaged; every bin covered once."""
     import torch
 
     import genolin.inference
@@ -202,7 +203,10 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
 
     monkeypatch.setattr(genolin.inference, "cpu_model_threads", lambda: (model_threads, 1))
     fasta, lengths = two_contigs
-    run = load_run(V1_TRACK, "cpu", batch_size=5 if model_threads == 1 else 1, compile=compiled, window_bp=window_bp)
+    batch_size = 5 if model_threads == 1 else 1 + 2 * (compiled == "fixed")
+    run = load_run(V1_TRACK, "cpu", batch_size=batch_size, compile=compiled is True, window_bp=window_bp)
+    if compiled == "fixed":
+        run.predictor.compiled = True  # fixed shapes, the eager model
     data = TrackData.load([str(fasta)], [], run.config.train)
     got = {c: np.full((-(-n // data.stride), 2), np.nan, np.float32) for c, n in lengths.items()}
     pieces = list(run.predictor.region_probs(data, data.whole(), rc_average=True, progress=False))
@@ -211,7 +215,7 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
     # a batch's windows of one contig come as one piece: one per (batch, contig) the plan's batches touch
     batches = list(run.predictor._plan(data, data.whole()))
     assert len(pieces) == sum(len({w.contig for w, _, _ in batch}) for batch in batches)
-    eager = load_run(V1_TRACK, "cpu") if compiled else run  # compiling changes the run's blocks in place
+    eager = load_run(V1_TRACK, "cpu") if compiled is True else run  # compiling changes the run's blocks in place
     model, task = eager.model, eager.task
     plan = [x for batch in run.predictor._plan(data, data.whole()) for x in batch]
     assert max(w.bins for w, _, _ in plan) == (window_bp or 2048) // data.stride
