@@ -69,12 +69,13 @@ class Predictor:
     """A model (in whatever train/eval mode the caller set) applied in batches, without gradients.
 
     On CUDA the model runs under bf16 autocast when the run trained with it (``amp``); genome windows are
-    tokenized on a background thread while the GPU works, and each batch's probabilities are copied back while
-    the next batch runs. ``compile``: the blocks go through torch.compile (``Encoder.compile_blocks``: norm,
-    convolution, MLP and the elementwise work between kernels fused; genome batches are padded to one shape);
-    None: only for genomes of at least ``COMPILE_AUTO_BP`` on CUDA. Measured on an H200 (base model, RC
-    averaging): the model pipeline 5.2 -> 9.4 Mbp/s, for about 10 s of compiling on a machine's first run and
-    about 1 s once torch's on-disk cache holds the graphs."""
+    tokenized on background threads while the GPU works, eager genome batches replay CUDA graphs
+    (``GraphedForward``), and each batch's probabilities are copied back while the next batch runs.
+    ``compile``: the blocks go through torch.compile (``Encoder.compile_blocks``: norm, convolution, MLP and the
+    elementwise work between kernels fused; genome batches are padded to one shape); None: only for genomes of at
+    least ``COMPILE_AUTO_BP`` on CUDA. Measured on an H200 (base model, RC averaging): the model pipeline 5.2 -> 9.4
+    Mbp/s, for about 10 s of compiling on a machine's first run and about 1 s once torch's on-disk cache holds the
+    graphs."""
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
                  amp: bool = False, dist: Dist | None = None, compile: bool | None = False,
