@@ -80,7 +80,7 @@ class Predictor:
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
                  amp: bool = False, dist: Dist | None = None, compile: bool | None = False,
                  members: list[tuple[Encoder, Task]] | None = None, shift_views: int = 0,
-                 window_bp: int | None = None):
+                 window_bp: int | None = None, cuda_graphs: bool = False):
         self.model, self.task, self.device = model, task, device
         self.window_bp = window_bp  # genome windows of this length (None: the training window)
         # sequence classifiers: probabilities also averaged over these many views with leading bases dropped
@@ -91,6 +91,9 @@ class Predictor:
         self.amp = amp and device.type == "cuda"
         self.dist = dist or Dist()  # under torchrun: genome windows are shared out, rank 0 gets every result
         self.compile, self.compiled = compile, False
+        # CUDA graphs of genome batches (``_graphs_apply``): load_run's predictors (predict, evaluate), not the
+        # trainer's validation, whose graphs would keep their memory through training
+        self.cuda_graphs = cuda_graphs
         self._graphs: GraphedForward | None | bool = None  # made at the first genome batch; False: unavailable
         self.loading: threading.Thread | None = None  # load_run's background loading of the kernels' modules
         if compile:
@@ -133,9 +136,9 @@ class Predictor:
         return total.div_(len(self.members))
 
     def _graphs_apply(self) -> bool:
-        """Whether genome batches replay CUDA graphs: eager on CUDA (compiled blocks launch from their own
-        wrappers), unless GENOLIN_CUDA_GRAPHS=0 or a capture failed."""
-        return (self.device.type == "cuda" and not self.compiled and self._graphs is not False
+        """Whether genome batches replay CUDA graphs: ``cuda_graphs`` and eager on CUDA (compiled blocks launch
+        from their own wrappers), unless GENOLIN_CUDA_GRAPHS=0 or a capture failed."""
+        return (self.cuda_graphs and self.device.type == "cuda" and not self.compiled and self._graphs is not False
                 and os.environ.get("GENOLIN_CUDA_GRAPHS", "1") != "0")
 
     def _window_probs(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None) -> torch.Tensor:
@@ -651,7 +654,7 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
             batch_size = max(1 if window_bp else batch_size, tokens // window_tokens)
     predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
                           amp=config.train.amp, dist=dist, compile=compile, members=[m[:2] for m in members],
-                          shift_views=shift_views, window_bp=window_bp)
+                          shift_views=shift_views, window_bp=window_bp, cuda_graphs=True)
     predictor.loading = loading
     thresholds = [float(m[3]["threshold"]) for m in members if "threshold" in m[3]]
     threshold = float(np.mean(thresholds)) if len(thresholds) == len(members) else None
