@@ -80,7 +80,7 @@ class Predictor:
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
                  amp: bool = False, dist: Dist | None = None, compile: bool | None = False,
                  members: list[tuple[Encoder, Task]] | None = None, shift_views: int = 0,
-                 window_bp: int | None = None, cuda_graphs: bool = False):
+                 window_bp: int | None = None, cuda_graphs: bool = False, loading: threading.Thread | None = None):
         self.model, self.task, self.device = model, task, device
         self.window_bp = window_bp  # genome windows of this length (None: the training window)
         # sequence classifiers: probabilities also averaged over these many views with leading bases dropped
@@ -95,7 +95,7 @@ class Predictor:
         # trainer's validation, whose graphs would keep their memory through training
         self.cuda_graphs = cuda_graphs
         self._graphs: GraphedForward | None | bool = None  # made at the first genome batch; False: unavailable
-        self.loading: threading.Thread | None = None  # load_run's background loading of the kernels' modules
+        self.loading = loading  # load_run's background loading of the kernels' modules (load_kernels)
         if compile:
             self._compile()
 
@@ -148,7 +148,6 @@ class Predictor:
         batch's shape (``_tokens``), so two graphs serve a genome, with padding and without. The result may be a
         graph's output buffer: it holds until the next replay, which the stream orders after every operation
         queued on it meanwhile (the copy back)."""
-        self._kernels_loaded()
         if bins is not None:
             bins = torch.tensor(bins, pin_memory=self.device.type == "cuda")  # a pageable copy would wait
         if self._graphs_apply():
@@ -654,8 +653,7 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
             batch_size = max(1 if window_bp else batch_size, tokens // window_tokens)
     predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
                           amp=config.train.amp, dist=dist, compile=compile, members=[m[:2] for m in members],
-                          shift_views=shift_views, window_bp=window_bp, cuda_graphs=True)
-    predictor.loading = loading
+                          shift_views=shift_views, window_bp=window_bp, cuda_graphs=True, loading=loading)
     thresholds = [float(m[3]["threshold"]) for m in members if "threshold" in m[3]]
     threshold = float(np.mean(thresholds)) if len(thresholds) == len(members) else None
     if len(members) > 1:

@@ -222,17 +222,17 @@ def test_a_failed_graph_capture_falls_back_to_eager_launches(tmp_path, monkeypat
     assert got.shape == eager.shape and np.abs(got - eager).max() < 2e-3  # batches made before it: full shape
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_encoder_inference_with_the_norm_conv_kernel(monkeypatch, compiled):
-    """The blocks' norm + convolution kernel under bf16 autocast on CUDA (eager, and as a custom op inside the
-    compiled blocks) against the float64 model on the CPU, and as close to it as the modules' own path."""
+def _kernel_and_reference_errors(monkeypatch, env: str, init, prepare) -> dict[str, torch.Tensor]:
+    """Relative errors of a hybrid encoder's inference under bf16 autocast on CUDA against the float64 model on
+    the CPU, with the environment variable ``env`` set to "kernel" and to "reference" (the modules' own path):
+    ``init(block)`` draws each block's weights the kernel reads, ``prepare(gpu_encoder)`` readies the CUDA copy
+    (compiles it, casts it); outputs poisoned with NaN, one row padded."""
     torch.manual_seed(0)
     cfg = EncoderConfig(vocab_size=4101, d_model=64, n_layers=3, n_heads=4, mixer="hybrid", track_channels=2,
                         n_classes=0)
     enc = Encoder(cfg).eval()
     for block in enc.blocks:
-        torch.nn.init.normal_(block.norm1.weight, 1.0, 0.3)
-        torch.nn.init.normal_(block.conv.conv.bias, 0.0, 0.3)
+        init(block)
     ids = torch.randint(5, 4101, (3, 3001))
     ids[2, 2500:] = cfg.pad_id
     with torch.no_grad():
@@ -241,18 +241,33 @@ def test_encoder_inference_with_the_norm_conv_kernel(monkeypatch, compiled):
         want = want(ids).track
         got = {}
         for path in ("kernel", "reference"):
-            monkeypatch.setenv("GENOLIN_NORM_CONV", path)  # read while tracing: a fresh compile per path
+            monkeypatch.setenv(env, path)
             gpu = copy.deepcopy(enc).cuda()
-            if compiled:
-                torch.compiler.reset()
-                gpu.compile_blocks()
+            prepare(gpu)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 out = torch.full((3, 3001, 2), float("nan"), device="cuda")
                 out.copy_(gpu(ids.cuda()).track.float())
             got[path] = out.cpu()
     real = ids != cfg.pad_id
-    errs = {p: rel(o[real], want[real]) for p, o in got.items()}
     assert all(torch.isfinite(o[real]).all() for o in got.values())
+    return {p: rel(o[real], want[real]) for p, o in got.items()}
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_encoder_inference_with_the_norm_conv_kernel(monkeypatch, compiled):
+    """The blocks' norm + convolution kernel under bf16 autocast on CUDA (eager, and as a custom op inside the
+    compiled blocks) against the float64 model on the CPU, and as close to it as the modules' own path."""
+
+    def init(block):
+        torch.nn.init.normal_(block.norm1.weight, 1.0, 0.3)
+        torch.nn.init.normal_(block.conv.conv.bias, 0.0, 0.3)
+
+    def prepare(gpu):  # GENOLIN_NORM_CONV is read while tracing: a fresh compile per path
+        if compiled:
+            torch.compiler.reset()
+            gpu.compile_blocks()
+
+    errs = _kernel_and_reference_errors(monkeypatch, "GENOLIN_NORM_CONV", init, prepare)
     assert errs["kernel"] < 2e-2 and errs["kernel"] <= 1.5 * errs["reference"] + 1e-3, errs
 
 
@@ -261,31 +276,15 @@ def test_encoder_inference_with_the_fused_block_kernels(monkeypatch, bf16_weight
     """Eager inference under bf16 autocast on CUDA through the fused block kernels (swiglu, gated_mix,
     add_rms_norm; float32 or, as genome prediction runs, bfloat16 weights and residual stream) against the
     float64 model on the CPU, and as close to it as the modules' own path (GENOLIN_FUSED=reference)."""
-    torch.manual_seed(0)
-    cfg = EncoderConfig(vocab_size=4101, d_model=64, n_layers=3, n_heads=4, mixer="hybrid", track_channels=2,
-                        n_classes=0)
-    enc = Encoder(cfg).eval()
-    for block in enc.blocks:
+
+    def init(block):
         torch.nn.init.normal_(block.norm2.weight, 1.0, 0.3)
-    ids = torch.randint(5, 4101, (3, 3001))
-    ids[2, 2500:] = cfg.pad_id
-    with torch.no_grad():
-        want = Encoder(cfg).double().eval()
-        want.load_state_dict(enc.state_dict())
-        want = want(ids).track
-        got = {}
-        for path in ("kernel", "reference"):
-            monkeypatch.setenv("GENOLIN_FUSED", path)
-            gpu = copy.deepcopy(enc).cuda()
-            if bf16_weights:
-                gpu.to_inference_bf16()
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                out = torch.full((3, 3001, 2), float("nan"), device="cuda")
-                out.copy_(gpu(ids.cuda()).track.float())
-            got[path] = out.cpu()
-    real = ids != cfg.pad_id
-    errs = {p: rel(o[real], want[real]) for p, o in got.items()}
-    assert all(torch.isfinite(o[real]).all() for o in got.values())
+
+    def prepare(gpu):
+        if bf16_weights:
+            gpu.to_inference_bf16()
+
+    errs = _kernel_and_reference_errors(monkeypatch, "GENOLIN_FUSED", init, prepare)
     assert errs["kernel"] < 3e-2 and errs["kernel"] <= 1.5 * errs["reference"] + 1e-3, errs
 
 
