@@ -84,11 +84,11 @@ def main() -> None:
     outs = []
 
     def model_all():
-        for _, _, ids, mask, bins in batches:
-            outs.append(pred._window_probs(ids, mask, bins).cpu().numpy())
+        for _, _, codes, nbins, rc_ in batches:
+            outs.append(pred._window_probs(codes, nbins, rc_).cpu().numpy())
 
     t_model, _ = timed(model_all, dev)
-    tokens = sum(int(b[3].sum()) for b in batches)
+    tokens = sum(int(b[3].sum()) * (2 if rc else 1) for b in batches)
 
     class Bar:
         def update(self, n):
@@ -127,8 +127,8 @@ def main() -> None:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     few = [pred._tokens(data, p, rc) for p in plan[: args.profile_batches]]
     with profile(activities=acts) as prof:
-        for _, _, ids, mask, bins in few:
-            pred._window_probs(ids, mask, bins).cpu()
+        for _, _, codes, nbins, rc_ in few:
+            pred._window_probs(codes, nbins, rc_).cpu()
         sync(dev)
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=48)

@@ -42,7 +42,8 @@ from genolin.device import Dist, init_distributed, peers_alive, pick_device
 from genolin.errors import InputError
 from genolin.model import LENGTH_LIMITED_MIXERS, Encoder
 from genolin.progress import progress_bar
-from genolin.tasks import SequenceData, Task, TrackData, Window, get_task, pad_tokens
+from genolin.tasks import SequenceData, Task, TrackData, Window, get_task
+from genolin.tokenize import padded_codes, window_ids
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,10 @@ WINDOW_BATCH_TOKENS = {False: 2**15, True: 2**18}  # tokens per batch of genome 
 CPU_MODEL_THREADS = 4
 # CUDA: batches in the GPU's queue while the main thread writes an earlier one
 CUDA_QUEUE_DEPTH = 2
+# CUDA: pieces joined ahead of the writers and peak callers (``region_probs(ahead=True)``), on a thread of their
+# own: with the forward replayed from CUDA graphs, peak calling and the writers' dispatch (1.0-1.7 s of a 102 Mbp
+# genome under py-spy) on the thread that launched the batches left the GPU waiting (H100, 2026-11-25)
+PIECES_AHEAD = 4
 # CUDA: threads reading and tokenizing genome windows ahead of the GPU (numpy's passes release the GIL); with the
 # forward replayed from CUDA graphs one thread could not keep up: at stride 4 it tokenized a 102 Mbp genome's
 # windows in about 2.8 s (no RC) and 4.9 s (RC) against the forward's 1-2 s (py-spy, H100, 2026-11-25)
@@ -141,31 +146,34 @@ class Predictor:
         return (self.cuda_graphs and self.device.type == "cuda" and not self.compiled and self._graphs is not False
                 and os.environ.get("GENOLIN_CUDA_GRAPHS", "1") != "0")
 
-    def _window_probs(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None) -> torch.Tensor:
-        """(B, T, 2) probabilities of a batch of windows; with ``bins`` (the windows' real bins) the batch holds
-        the windows and then their reverse complements, averaged here on the device (half the copy back). On CUDA
+    def _window_probs(self, codes: torch.Tensor, nbins: torch.Tensor, rc_average: bool) -> torch.Tensor:
+        """(R, T, 2) probabilities of a batch of windows from ``_tokens``' host tensors (codes, nbins); with
+        ``rc_average`` the batch holds the windows and then their reverse complements, averaged here on the device
+        (half the copy back). On CUDA
         (``_graphs_apply``) the forward and the averaging replay a CUDA graph: the batches then all have the full
         batch's shape (``_tokens``), so two graphs serve a genome, with padding and without. The result may be a
         graph's output buffer: it holds until the next replay, which the stream orders after every operation
         queued on it meanwhile (the copy back)."""
-        if bins is not None:
-            bins = torch.tensor(bins, pin_memory=self.device.type == "cuda")  # a pageable copy would wait
+        k, stride = self.task.cfg.k, self.task.cfg.stride
+        padding = bool((nbins < (codes.shape[1] - 2 * k + 2) // stride).any())  # host tensors: no sync
         if self._graphs_apply():
             if self._graphs is None:
                 self._graphs = GraphedForward(self._window_forward, self.device)
             try:
-                return self._graphs(ids, mask, bins)
+                return self._graphs((padding, rc_average), codes, nbins)
             except GraphCaptureError as exc:
                 log.warning("CUDA graphs unavailable (%s); launching the model's kernels one by one", exc)
                 self._graphs = False
-        return self._window_forward(None, ids, mask, bins)
+        return self._window_forward(padding, rc_average, codes, nbins)
 
-    def _window_forward(self, padding: bool | None, ids: torch.Tensor, mask: torch.Tensor,
-                        bins: torch.Tensor | None = None) -> torch.Tensor:
+    def _window_forward(self, padding: bool, rc_average: bool, codes: torch.Tensor,
+                        nbins: torch.Tensor) -> torch.Tensor:
+        codes = codes.to(self.device, non_blocking=True)
+        nbins = nbins.to(self.device, non_blocking=True)
+        ids, mask = window_ids(codes, torch.cat([nbins, nbins]) if rc_average else nbins, self.task.cfg.k,
+                               self.task.cfg.stride)
         probs = self._forward(ids, mask, padding)
-        if bins is None:
-            return probs
-        return rc_averaged(probs, bins.to(probs.device, non_blocking=True))
+        return rc_averaged(probs, nbins) if rc_average else probs
 
     def _kernels_loaded(self) -> None:
         """Wait for the background loading of the GPU kernels' modules (``load_run``), once."""
@@ -210,11 +218,17 @@ class Predictor:
 
     # -- genome regions --------------------------------------------------------------------------------------
     def region_probs(self, data: TrackData, regions: list[tuple[str, int, int]], *, rc_average: bool = False,
-                     progress: bool | None = None, shared: bool = True) -> Iterator[Piece]:
+                     progress: bool | None = None, shared: bool = True, ahead: bool = False) -> Iterator[Piece]:
         """Pieces covering bins a // stride .. ceil(b / stride) of every region (contig, a, b), in order (under
         torchrun with ``shared``: on rank 0, the other ranks computing their share and yielding nothing; without:
         this process computes and yields every region). On a CPU, batches run on ``cpu_model_threads()`` threads
-        and torch's intra-op threads are set to their share until the generator finishes."""
+        and torch's intra-op threads are set to their share until the generator finishes. ``ahead``: on CUDA
+        (windows not shared over torchrun ranks), the batches are launched and their pieces joined on a thread of
+        their own, up to ``PIECES_AHEAD`` pieces ahead of the caller, who writes them meanwhile."""
+        if ahead and self.device.type == "cuda" and not (self.dist.world > 1 and shared):
+            yield from computed_ahead(self.region_probs(data, regions, rc_average=rc_average, progress=progress,
+                                                        shared=shared), self.device, PIECES_AHEAD)
+            return
         if self.compile is None and self.device.type == "cuda" and sum(b - a for _, a, b in regions) >= COMPILE_AUTO_BP:
             log.info("compiling the model (torch.compile) for a genome of >= %.0f Mbp", COMPILE_AUTO_BP / 1e6)
             self._compile()
@@ -235,11 +249,11 @@ class Predictor:
                           for p in itertools.islice(plan, depth + readers))
             running: deque = deque()
             while ready:
-                pending, bases, ids, mask, bins = ready.popleft().result()
+                pending, bases, codes, nbins, rc = ready.popleft().result()
                 nxt = next(plan, None)
                 if nxt is not None:
                     ready.append(pool.submit(self._tokens, data, nxt, rc_average))
-                running.append((pending, bases, self._launch(ids, mask, bins, model)))
+                running.append((pending, bases, self._launch(codes, nbins, rc, model)))
                 if len(running) > depth:  # the oldest is written while the others run
                     yield from self._pieces(data, *running.popleft(), bar)
             while running:
@@ -317,40 +331,40 @@ class Predictor:
             yield pending
 
     def _tokens(self, data: TrackData, pending, rc_average: bool):
-        """(pending, bases, ids (B or 2B, T), mask, bins): the windows' tokens, then (rc_average) their reverse
-        complements, in one batch; bins: the windows' real bins when rc_average, else None."""
+        """(pending, bases, codes (R or 2R, L) uint8, nbins (R,) int64, rc_average): the windows' base codes, then
+        (rc_average) their reverse complements' (``padded_codes``); nbins: each row's real bins (0: padding). The
+        model's device makes the tokens (``window_ids``): the host's work is a few C passes per batch, not a
+        tokenizer's per window (on CUDA with the forward in graphs, 4 threads of it could not keep up with the
+        GPU; H100, 2026-11-25)."""
         bases = [data.bases(w) for w, _, _ in pending]
-        arrays = [data.tokens(w, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
-        bins = [w.bins for w, _, _ in pending] if rc_average else None
+        bins = [w.bins for w, _, _ in pending]
         # compiled or CUDA graphs: one shape for every batch, one compiled or captured graph (the reverse
         # complements then start at row batch_size, the rows between them padding with 0 real bins)
-        fixed = self.compiled or self._graphs_apply()
+        if self.compiled or self._graphs_apply():
+            rows, tokens = self.batch_size, self._window_bins(data)[0]
+        else:
+            rows, tokens = len(pending), max(bins)
+        length = tokens * data.stride + 2 * data.k - 2
+        seqs, nbins = bases + [b""] * (rows - len(pending)), bins + [0] * (rows - len(pending))
+        codes = padded_codes(seqs, length)
         if rc_average:
-            if fixed:
-                gap = self.batch_size - len(pending)
-                arrays += [np.zeros(0, dtype=np.int64)] * gap
-                bins += [0] * gap
-            arrays += [data.tokens(w, rc=True, bases=b) for (w, _, _), b in zip(pending, bases, strict=True)]
-        ids, mask = pad_tokens(arrays, self._full_batch(data, rc_average) if fixed else None)
-        if self.device.type == "cuda":
-            ids, mask = ids.pin_memory(), mask.pin_memory()
-        return pending, bases, ids, mask, bins
-
-    def _full_batch(self, data: TrackData, rc_average: bool) -> tuple[int, int]:
-        """(rows, tokens) of a full batch of windows: batch_size windows (and their reverse complements)."""
-        return self.batch_size * (2 if rc_average else 1), self._window_bins(data)[0]
+            codes = np.concatenate([codes, padded_codes(seqs, length, rc=True)])
+        codes, nbins = torch.from_numpy(codes), torch.tensor(nbins, dtype=torch.int64)
+        if self.device.type == "cuda":  # a pageable copy would wait
+            codes, nbins = codes.pin_memory(), nbins.pin_memory()
+        return pending, bases, codes, nbins, rc_average
 
     def _window_bins(self, data: TrackData) -> tuple[int, int]:
         """(bins per genome window, margin bins): ``window_bp`` (default: the training window), and an eighth of
         the training window as the margin whatever the window."""
         return (self.window_bp or data.window_bp) // data.stride, data.window_bp // data.stride // 8
 
-    def _launch(self, ids: torch.Tensor, mask: torch.Tensor, bins: list[int] | None, pool: ThreadPoolExecutor):
+    def _launch(self, codes: torch.Tensor, nbins: torch.Tensor, rc_average: bool, pool: ThreadPoolExecutor):
         """Start the batch; returns what ``_pieces`` waits for: on CUDA a pinned host copy and its event (the GPU
         runs on while Python goes on), on a CPU a future of the model thread (torch releases the GIL in its ops)."""
         if self.device.type != "cuda":
-            return pool.submit(lambda: self._window_probs(ids, mask, bins).numpy()), None
-        probs = self._window_probs(ids, mask, bins)
+            return pool.submit(lambda: self._window_probs(codes, nbins, rc_average).numpy()), None
+        probs = self._window_probs(codes, nbins, rc_average)
         host = torch.empty(probs.shape, dtype=probs.dtype, pin_memory=True)
         host.copy_(probs, non_blocking=True)
         done = torch.cuda.Event()
@@ -393,6 +407,56 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts).astype(np.float32, copy=False)
 
 
+def computed_ahead(items: Iterator, device: torch.device, depth: int) -> Iterator:
+    """``items`` drawn on a background thread (CUDA calls there on ``device``), up to ``depth`` ahead of the
+    caller: the GPU's batches launched and their pieces joined while the caller writes earlier ones and calls their
+    peaks (numpy's passes and the waits for the GPU release the GIL). The thread's exception comes out of the
+    iteration; when the caller stops early (an exception, a ``break``), the thread closes ``items`` and ends."""
+    import queue
+
+    box: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(kind: str, value) -> bool:
+        while not stop.is_set():
+            try:
+                box.put((kind, value), timeout=0.05)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce() -> None:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)  # the current device (events, streams) is per thread
+        try:
+            for item in items:
+                if not put("item", item):
+                    break
+            else:
+                put("end", None)
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            put("error", exc)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=produce, name="genolin-pieces", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = box.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        thread.join()
+
+
 def cpu_model_threads(cores: int | None = None) -> tuple[int, int]:
     """(model threads, torch threads each) for genome windows on a CPU: up to ``CPU_MODEL_THREADS`` threads, each
     running its batches with an even share of torch's intra-op threads (at least one)."""
@@ -419,8 +483,8 @@ class GraphCaptureError(RuntimeError):
 
 
 class GraphedForward:
-    """``forward(padding, *inputs)`` on CUDA, replayed from CUDA graphs captured at the first call of each (input
-    shapes, padding): one launch a batch instead of the hundreds an eager forward makes from Python (the base track
+    """``forward(*flags, *inputs)`` on CUDA, replayed from CUDA graphs captured at the first call of each (input
+    shapes, flags): one launch a batch instead of the hundreds an eager forward makes from Python (the base track
     model: about 30 ms of the host's time a genome batch, more than the GPU's work at stride 4; H100, 2026-11-25).
 
     Each graph has its own input buffers, copied into from the call's host tensors (``None`` inputs stay None), its
@@ -431,12 +495,11 @@ class GraphedForward:
         self.forward, self.device = forward, device
         self.graphs: dict[tuple, tuple[list, torch.cuda.CUDAGraph, torch.Tensor]] = {}
 
-    def __call__(self, ids: torch.Tensor, mask: torch.Tensor, *more: torch.Tensor | None) -> torch.Tensor:
-        inputs = (ids, mask, *more)
-        padding = not bool(mask.all())  # host tensors: no sync
-        key = (tuple(None if t is None else (tuple(t.shape), t.dtype) for t in inputs), padding)
+    def __call__(self, flags: tuple, *inputs: torch.Tensor | None) -> torch.Tensor:
+        """``forward(*flags, *inputs)``; ``flags``: hashable arguments that choose the computation (padding, RC)."""
+        key = (tuple(None if t is None else (tuple(t.shape), t.dtype) for t in inputs), flags)
         if key not in self.graphs:
-            self.graphs[key] = self._capture(inputs, padding)
+            self.graphs[key] = self._capture(inputs, flags)
         static, graph, out = self.graphs[key]
         for buffer, t in zip(static, inputs, strict=True):
             if t is not None:
@@ -444,22 +507,23 @@ class GraphedForward:
         graph.replay()
         return out
 
-    def _capture(self, inputs: tuple, padding: bool):
+    def _capture(self, inputs: tuple, flags: tuple):
         static = [None if t is None else t.to(self.device, non_blocking=True) for t in inputs]
         main = torch.cuda.current_stream(self.device)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(main)
         try:
             with torch.cuda.stream(side):  # first launches (Triton's loading, library handles) outside the capture
-                self.forward(padding, *static)
+                self.forward(*flags, *static)
             main.wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                out = self.forward(padding, *static)
+                out = self.forward(*flags, *static)
         except RuntimeError as exc:
             torch.cuda.synchronize(self.device)
             raise GraphCaptureError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
-        log.debug("captured a CUDA graph of the forward: %s tokens, padding %s", tuple(inputs[0].shape), padding)
+        log.debug("captured a CUDA graph of the forward: inputs %s, flags %s", [None if t is None else tuple(t.shape)
+                                                                             for t in inputs], flags)
         return static, graph, out
 
 

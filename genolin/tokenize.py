@@ -37,6 +37,8 @@ _CODE = bytearray(b"\x04" * 256)
 for _i, _b in enumerate(b"ACGT"):
     _CODE[_b] = _CODE[_b + 32] = _i
 _TO_CODE = bytes(_CODE)
+# byte -> 2-bit code of its complement (A <-> T, C <-> G: 3 - code); 4 stays 4
+_TO_RC_CODE = bytes(c if c == 4 else 3 - c for c in _TO_CODE)
 del _CODE, _i, _b
 
 _BLOCK = 1 << 20  # bases per block of work
@@ -135,6 +137,36 @@ def kmer_ids(seq: str | bytes, k: int = 6, stride: int = 1) -> np.ndarray:
             bad_windows = _windows(bad, k, bits=0) if stride == 1 else _strided_bad(bad, k, stride, t1 - t0)
             dst[bad_windows] = UNK
     return out
+
+
+def padded_codes(seqs: list[bytes], length: int, *, rc: bool = False) -> np.ndarray:
+    """(len(seqs), length) uint8 ``base_codes`` of each sequence (``rc``: of its reverse complement), padded at the
+    end with 4 (as N): the host's share of tokenizing genome windows, a few C passes per batch (``window_ids``
+    does the rest on the model's device)."""
+    joined = bytearray().join((s[::-1] if rc else s).ljust(length, b"N") for s in seqs)  # writable, for torch
+    codes = np.frombuffer(joined.translate(_TO_RC_CODE if rc else _TO_CODE), dtype=np.uint8)
+    return codes.reshape(len(seqs), length)
+
+
+def window_ids(codes, nbins, k: int, stride: int):
+    """Token ids of genome windows from their base codes, on the codes' device (on CUDA inside the forward's
+    graph): codes (R, L) uint8 (``padded_codes``: each window's bases with k - 1 bases of context on each side, as
+    ``TrackData.bases`` gives them), nbins (R,) int64 each window's tokens (0: a padding row) -> ids (R, T) int64,
+    mask (R, T) bool with T = (L - 2k + 2) // stride: row r holds ``kmer_ids(bases[k - 1:], k, stride)[:nbins[r]]``,
+    then [PAD]."""
+    import torch
+
+    rows, length = codes.shape
+    t = (length - 2 * k + 2) // stride
+    acc = torch.zeros(rows, t, dtype=torch.int64, device=codes.device)
+    bad = torch.zeros(rows, t, dtype=torch.bool, device=codes.device)
+    for j in range(k):  # base j of every k-mer: k strided passes of (R, T)
+        col = codes[:, k - 1 + j: k - 1 + j + (t - 1) * stride + 1: stride]
+        bad |= col == 4
+        acc.mul_(4).add_(col)
+    mask = torch.arange(t, device=codes.device) < nbins[:, None]
+    ids = torch.where(bad, UNK, acc + N_SPECIAL).masked_fill_(~mask, PAD)
+    return ids, mask
 
 
 def _strided_codes(codes: np.ndarray, k: int, stride: int, span: int) -> np.ndarray:

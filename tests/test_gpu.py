@@ -158,9 +158,9 @@ def test_genome_prediction_on_cuda_matches_the_cpu(tmp_path):
     assert np.abs(out["cuda"] - out["cpu"]).max() < 0.02
 
 
-def _genome_probs(path, monkeypatch, graphs: str, *, rc: bool, batch_size: int = 3):
+def _genome_probs(path, monkeypatch, graphs: str, *, rc: bool, batch_size: int = 3, ahead: bool = False):
     """(probabilities of every bin, the predictor) of the v1 track run on ``path`` on CUDA, with
-    GENOLIN_CUDA_GRAPHS=graphs."""
+    GENOLIN_CUDA_GRAPHS=graphs; ``ahead``: pieces joined on region_probs' background thread."""
     import numpy as np
     from conftest import FIXTURES
 
@@ -170,7 +170,7 @@ def _genome_probs(path, monkeypatch, graphs: str, *, rc: bool, batch_size: int =
     monkeypatch.setenv("GENOLIN_CUDA_GRAPHS", graphs)
     run = load_run(FIXTURES / "v1_runs" / "track_run", "cuda", batch_size=batch_size)
     data = TrackData.load([str(path)], [], run.config.train)
-    pieces = list(run.predictor.region_probs(data, data.whole(), rc_average=rc, progress=False))
+    pieces = list(run.predictor.region_probs(data, data.whole(), rc_average=rc, progress=False, ahead=ahead))
     return np.concatenate([p for _, _, p in pieces]), run.predictor
 
 
@@ -200,6 +200,18 @@ def test_genome_batches_replayed_from_cuda_graphs_equal_eager_launches(tmp_path,
     assert graphed.shape == eager.shape and np.isfinite(graphed).all()
     # full batches have the same shape both ways (bitwise the same kernels); padded ones are padded further here
     assert np.abs(graphed - eager).max() < 2e-3, np.abs(graphed - eager).max()
+
+
+@pytest.mark.parametrize("graphs", ["0", "1"])
+def test_genome_pieces_computed_ahead_equal_those_of_one_thread(tmp_path, monkeypatch, graphs):
+    """region_probs(ahead=True) (batches launched and pieces joined on a background thread, as predict writes
+    them): the same probabilities, bit for bit, as on the caller's thread."""
+    import numpy as np
+
+    path = _two_contigs(tmp_path)
+    ahead, _ = _genome_probs(path, monkeypatch, graphs, rc=True, ahead=True)
+    here, _ = _genome_probs(path, monkeypatch, graphs, rc=True)
+    assert ahead.shape == here.shape and np.isfinite(ahead).all() and np.array_equal(ahead, here)
 
 
 def test_a_failed_graph_capture_falls_back_to_eager_launches(tmp_path, monkeypatch, caplog):

@@ -3,6 +3,8 @@ genome of several contigs, and no partial bigWig when prediction fails."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pyBigWig
 import pytest
@@ -276,6 +278,47 @@ def test_cpu_model_threads_share_the_cores_and_restore_torch_threads():
         assert torch.get_num_threads() == 1
         raise RuntimeError
     assert torch.get_num_threads() == before
+
+
+def test_pieces_computed_ahead_come_in_order_and_stop_with_the_caller():
+    """computed_ahead: every item in order; an error of the producing generator comes out of the caller's loop
+    (after the items before it); a caller that stops early (an error, a break) closes the generator on its thread."""
+    import threading
+
+    import torch
+
+    from genolin.errors import InputError
+    from genolin.inference import computed_ahead
+
+    cpu, seen = torch.device("cpu"), {}
+
+    def items(n: int, fail_at: int | None = None):
+        seen["thread"] = threading.current_thread().name
+        try:
+            for i in range(n):
+                if i == fail_at:
+                    raise InputError("g.fa", "record 'b': bad bases")
+                yield i
+        finally:
+            seen["closed"] = True
+
+    assert list(computed_ahead(items(50), cpu, 3)) == list(range(50))
+    assert seen == {"thread": "genolin-pieces", "closed": True}
+    got = []
+    with pytest.raises(InputError, match="record 'b'"):
+        for i in computed_ahead(items(50, fail_at=7), cpu, 2):
+            got.append(i)
+    assert got == list(range(7))
+    for stop in ("break", "error"):
+        seen.clear()
+        with pytest.raises(ValueError) if stop == "error" else contextlib.nullcontext():
+            for i in computed_ahead(items(10**9), cpu, 2):
+                if i == 5:
+                    if stop == "error":
+                        raise ValueError("the writer failed")
+                    break
+        assert seen["closed"]  # the producer ended (joined), the generator closed on its own thread
+    assert not any(t.name == "genolin-pieces" for t in threading.enumerate())
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import genolin.tokenize as tok
 from genolin.io.fasta import read_fasta
 from genolin.tokenize import (
+    PAD,
     SPECIAL_TOKENS,
     UNK,
     decode_ids,
@@ -130,3 +131,26 @@ def test_large_sequence_blocks_and_n_runs():
     assert (ids[1_048_590:] != UNK).all() and (ids[:1_048_565] != UNK).all()
     assert np.array_equal(ids[:1_048_565], kmer_ids(bytes(seq[:1_048_570]), 6))
     assert np.array_equal(ids[1_048_590:], kmer_ids(bytes(seq[1_048_590:]), 6))
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 9), stride=st.integers(1, 6), tokens=st.integers(1, 30), data=st.data())
+def test_window_ids_made_from_base_codes_equal_kmer_ids(k, stride, tokens, data):
+    """padded_codes + window_ids (genome windows tokenized on the model's device) against kmer_ids of each
+    window's bases (and of their reverse complement), [PAD] past each row's tokens; rows of odd lengths, empty
+    rows, lower case, N and other letters."""
+    import torch
+
+    from genolin.tokenize import padded_codes, window_ids
+
+    length = tokens * stride + 2 * k - 2
+    nbins = data.draw(st.lists(st.integers(0, tokens), min_size=1, max_size=5))
+    seqs = [data.draw(st.text("ACGTacgtNnRY", min_size=n * stride + 2 * k - 2, max_size=n * stride + 2 * k - 2))
+            .encode() if n else b"" for n in nbins]
+    for rc in (False, True):
+        ids, mask = window_ids(torch.from_numpy(padded_codes(seqs, length, rc=rc)), torch.tensor(nbins), k, stride)
+        assert ids.shape == mask.shape == (len(seqs), tokens) and ids.dtype == torch.int64
+        for row, (seq, n) in enumerate(zip(seqs, nbins, strict=True)):
+            want = kmer_ids((reverse_complement(seq) if rc else seq)[k - 1:], k, stride)[:n] if n else []
+            np.testing.assert_array_equal(ids[row, :n].numpy(), want)
+            assert (ids[row, n:] == PAD).all() and mask[row, :n].all() and not mask[row, n:].any()

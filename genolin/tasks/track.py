@@ -640,7 +640,7 @@ class TrackTask(Task):
         contig_peaks: list[tuple[int, float, str]] = []
         current = None
         for contig, first, probs in predictor.region_probs(data, regions, rc_average=options.rc_average,
-                                                           progress=options.progress, shared=shared):
+                                                           progress=options.progress, shared=shared, ahead=True):
             if contig != current:
                 current, contig_peaks = contig, []
                 for c in callers:

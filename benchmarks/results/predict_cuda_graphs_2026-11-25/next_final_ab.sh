@@ -39,5 +39,8 @@ prof() {  # NAME ARGS...: `genolin -v predict` (new code) under py-spy, every th
 }
 prof spy_norc; prof spy_rc --rc-average
 ps new2 $NEW; ps cur2 /tmp/cur
+# torch.profiler's op table of the current forward (graphs off so the ops show), 20 Mbp, RC on
+GENOLIN_CUDA_GRAPHS=0 timeout 120 python3 benchmarks/predict_profile.py --model $W/run --device cuda --mbp 20 \
+  --window-bp 32768 --profile-batches 4 --work $W --out $R/profile_rc > $R/profile_rc.log 2>&1; step "profile rc=$?"
 (cd $R && tar czf $OUT/next.tgz .)
 for f in $R/ps_*.md; do echo "== $f"; grep "^| \(yes\|no\)" $f | cut -d'|' -f2-8; done
