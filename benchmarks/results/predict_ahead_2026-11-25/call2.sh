@@ -2,7 +2,7 @@
 # Call 2: genome windows tokenized on the GPU (padded_codes on the host, window_ids inside the forward's graph) and
 # pieces computed ahead, against the code before both (477d794): GPU tests, bedGraph values on E. coli,
 # predict_speed A/B interleaved (eager, 102 Mbp, --window-bp 32768), py-spy of the
-# new code, SDPA backends' first-call cost. Run from the repository root on the device; WATCHDOG below limit_s.
+# new code. Run from the repository root on the device; WATCHDOG below limit_s.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=/tmp/site/bin:$PATH
 R=/tmp/r; W=/tmp/w; mkdir -p $R $W /tmp/old; T0=$(date +%s); NEW=$PWD; HERE=benchmarks/results/predict_ahead_2026-11-25
@@ -15,8 +15,7 @@ timeout 120 python3 -m genolin -q train --fasta data/ecoli_k12/NC_000913.3.fa.bg
 TRAIN=$!
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "graph or ahead or genome_prediction" \
   > $R/gpu_tests.log 2>&1; echo "rc=$?" >> $R/gpu_tests.log
-python3 $HERE/sdpa_first_call.py > $R/sdpa_first_call.md 2>&1
-wait $TRAIN; step "tests+sdpa+train"; tail -3 $R/gpu_tests.log; cat $R/sdpa_first_call.md
+wait $TRAIN; step "tests+train"; tail -3 $R/gpu_tests.log
 python3 -c "from benchmarks.predict_speed import tiled; from pathlib import Path; print(tiled(Path('data/ecoli_k12/NC_000913.3.fa.bgz'), 100, Path('$W')))"
 G=$W/tiled_100mbp.fa
 ps() {  # NAME CODE_DIR
