@@ -194,7 +194,7 @@ def test_genome_batches_replayed_from_cuda_graphs_equal_eager_launches(tmp_path,
 
     path = _two_contigs(tmp_path)
     graphed, pred = _genome_probs(path, monkeypatch, "1", rc=rc)
-    assert sorted(key[-1] for key in pred._graphs.graphs) == [False, True]  # full batches and padded ones
+    assert sorted(key[-1][0] for key in pred._graphs.graphs) == [False, True]  # (padding, RC): full and padded
     eager, pred0 = _genome_probs(path, monkeypatch, "0", rc=rc)
     assert pred0._graphs is None
     assert graphed.shape == eager.shape and np.isfinite(graphed).all()
