@@ -61,10 +61,11 @@ CUDA_QUEUE_DEPTH = 2
 # own: with the forward replayed from CUDA graphs, peak calling and the writers' dispatch (1.0-1.7 s of a 102 Mbp
 # genome under py-spy) on the thread that launched the batches left the GPU waiting (H100, 2026-11-25)
 PIECES_AHEAD = 4
-# CUDA: threads reading and tokenizing genome windows ahead of the GPU (numpy's passes release the GIL); with the
-# forward replayed from CUDA graphs one thread could not keep up: at stride 4 it tokenized a 102 Mbp genome's
-# windows in about 2.8 s (no RC) and 4.9 s (RC) against the forward's 1-2 s (py-spy, H100, 2026-11-25)
-CUDA_TOKEN_THREADS = 4
+# CUDA: threads reading genome windows ahead of the GPU. Tokenizing them on the host (kmer_ids per window) took
+# 4 threads to keep up with the forward in CUDA graphs; with the k-mer ids made on the GPU (``window_ids``) the host
+# only joins base codes, and one thread did best: 102 Mbp, bedGraph, RC 4.49-4.50 s after load against 4.61-4.71
+# with 4 (fewer threads waiting on the GIL; H100, 2026-11-25, benchmarks/results/predict_ahead_2026-11-25)
+CUDA_TOKEN_THREADS = 1
 # compile=None compiles for genomes this long: about 10 s of compiling on a machine's first run (H200, base model)
 # against 10-20 s saved per 100 Mbp
 COMPILE_AUTO_BP = 200_000_000
@@ -74,8 +75,9 @@ class Predictor:
     """A model (in whatever train/eval mode the caller set) applied in batches, without gradients.
 
     On CUDA the model runs under bf16 autocast when the run trained with it (``amp``); genome windows are
-    tokenized on background threads while the GPU works, eager genome batches replay CUDA graphs
-    (``GraphedForward``), and each batch's probabilities are copied back while the next batch runs.
+    read on a background thread as base codes (their k-mer ids made on the device) while the GPU works, eager
+    genome batches replay CUDA graphs (``GraphedForward``), and each batch's probabilities are copied back while
+    the next batch runs.
     ``compile``: the blocks go through torch.compile (``Encoder.compile_blocks``: norm, convolution, MLP and the
     elementwise work between kernels fused; genome batches are padded to one shape); None: only for genomes of at
     least ``COMPILE_AUTO_BP`` on CUDA. Measured on an H200 (base model, RC averaging): the model pipeline 5.2 -> 9.4
@@ -240,7 +242,7 @@ class Predictor:
         # writers' and peak callers' work on one batch varies, e.g. at a contig's end: the GPU keeps one in hand);
         # CPU: one per model thread
         depth, threads = (CUDA_QUEUE_DEPTH, None) if self.device.type == "cuda" else cpu_model_threads()
-        # windows read and tokenized ahead: on CUDA by several threads (a CPU's cores run the model)
+        # windows read ahead on a thread (a CPU's cores run the model)
         readers = CUDA_TOKEN_THREADS if self.device.type == "cuda" else 1
         with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
                           enabled=progress) as bar, ThreadPoolExecutor(readers) as pool, \
