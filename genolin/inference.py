@@ -255,7 +255,7 @@ class Predictor:
                 nxt = next(plan, None)
                 if nxt is not None:
                     ready.append(pool.submit(self._tokens, data, nxt, rc_average))
-                running.append((pending, bases, self._launch(codes, nbins, rc, model)))
+                running.append((pending, bases, self._launch(data, pending, codes, nbins, rc, model)))
                 if len(running) > depth:  # the oldest is written while the others run
                     yield from self._pieces(data, *running.popleft(), bar)
             while running:
@@ -361,52 +361,60 @@ class Predictor:
         the training window as the margin whatever the window."""
         return (self.window_bp or data.window_bp) // data.stride, data.window_bp // data.stride // 8
 
-    def _launch(self, codes: torch.Tensor, nbins: torch.Tensor, rc_average: bool, pool: ThreadPoolExecutor):
-        """Start the batch; returns what ``_pieces`` waits for: on CUDA a pinned host copy and its event (the GPU
-        runs on while Python goes on), on a CPU a future of the model thread (torch releases the GIL in its ops)."""
+    def _launch(self, data: TrackData, pending, codes: torch.Tensor, nbins: torch.Tensor, rc_average: bool,
+                pool: ThreadPoolExecutor):
+        """Start the batch; returns what ``_pieces`` waits for: on CUDA a pinned host copy of the windows' kept
+        bins (gathered on the GPU: the host neither copies margins back nor joins the windows) and its event (the
+        GPU runs on while Python goes on), on a CPU a future of the model thread (torch releases the GIL in its
+        ops) giving every bin."""
         if self.device.type != "cuda":
             return pool.submit(lambda: self._window_probs(codes, nbins, rc_average).numpy()), None
-        probs = self._window_probs(codes, nbins, rc_average)
-        host = torch.empty(probs.shape, dtype=probs.dtype, pin_memory=True)
-        host.copy_(probs, non_blocking=True)
+        probs = self._window_probs(codes, nbins, rc_average)  # (R, T, 2), perhaps a graph's output buffer
+        rows = torch.from_numpy(_kept_rows(data, pending, probs.shape[1])).pin_memory()
+        kept = probs.reshape(-1, probs.shape[-1]).index_select(0, rows.to(self.device, non_blocking=True))
+        host = torch.empty(kept.shape, dtype=kept.dtype, pin_memory=True)
+        host.copy_(kept, non_blocking=True)
         done = torch.cuda.Event()
         done.record()
         return host, done
 
     def _pieces(self, data: TrackData, pending, bases, running, bar) -> Iterator[Piece]:
+        """The batch's kept bins as pieces: the windows joined where they follow on in one contig (a batch's
+        windows usually do), one piece per contig run, so the writers and peak callers pay their per-call cost
+        once per batch, not once per window. Each piece is a slice of one array holding the batch's kept bins
+        alone (no margins, no padding rows)."""
         host, done = running
-        if done is not None:
+        if done is not None:  # CUDA: the kept bins, gathered on the GPU
             done.synchronize()
-            host = host.numpy()
-        elif not isinstance(host, np.ndarray):
-            host = host.result()
-        _finite(host)
-        # the windows' kept bins, joined where they follow on in one contig (a batch's windows usually do): one
-        # piece per contig run, so the writers and peak callers pay their per-call cost once per batch, not once
-        # per window
-        run: list[np.ndarray] = []
-        contig, start, end = None, 0, 0
-        for i, ((w, keep_from, keep_to), seq) in enumerate(zip(pending, bases, strict=True)):
-            first = w.start // data.stride
-            p = host[i, keep_from - first: keep_to - first]
+            kept = host.numpy()
+        else:  # every bin, (R, T, 2): the kept ones gathered here
+            full = host if isinstance(host, np.ndarray) else host.result()
+            kept = full.reshape(-1, full.shape[-1])[_kept_rows(data, pending, full.shape[1])]
+        _finite(kept)
+        contig, start, end, at, run_at = None, 0, 0, 0, 0
+        for (w, keep_from, keep_to), seq in zip(pending, bases, strict=True):
+            if contig is not None and (w.contig != contig or keep_from != end):
+                yield contig, start, kept[run_at:at]
+                contig = None
+            if contig is None:
+                contig, start, run_at = w.contig, keep_from, at
             if b"N" in seq:  # (a C search; most windows hold none)
-                p = p.copy()
-                p[data.all_n_bins(w, seq)[keep_from - first: keep_to - first]] = 0.0
-            if run and (w.contig != contig or keep_from != end):
-                yield contig, start, _joined(run)
-                run = []
-            if not run:
-                contig, start = w.contig, keep_from
-            run.append(p)
+                first = w.start // data.stride
+                kept[at: at + keep_to - keep_from][data.all_n_bins(w, seq)[keep_from - first: keep_to - first]] = 0.0
+            at += keep_to - keep_from
             end = keep_to
             bar.update((keep_to - keep_from) * data.stride)
-        if run:
-            yield contig, start, _joined(run)
+        if contig is not None:
+            yield contig, start, kept[run_at:at]
 
 
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    """Consecutive (n_i, 2) pieces -> one (sum n_i, 2) float32 array of its own (not a view of the batch)."""
-    return np.concatenate(parts).astype(np.float32, copy=False)
+def _kept_rows(data: TrackData, pending, tokens: int) -> np.ndarray:
+    """(kept bins,) int64: the rows of a batch's probabilities flattened to (R * tokens, 2) that its windows keep,
+    window after window (window i's bins keep_from .. keep_to are its row's from keep_from - first)."""
+    starts = np.array([i * tokens + keep_from - w.start // data.stride
+                       for i, (w, keep_from, _) in enumerate(pending)], dtype=np.int64)
+    lengths = np.array([keep_to - keep_from for _, keep_from, keep_to in pending], dtype=np.int64)
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum(), dtype=np.int64)
 
 
 def computed_ahead(items: Iterator, device: torch.device, depth: int) -> Iterator:
