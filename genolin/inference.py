@@ -57,9 +57,11 @@ WINDOW_BATCH_TOKENS = {False: 2**15, True: 2**18}  # tokens per batch of genome 
 CPU_MODEL_THREADS = 4
 # CUDA: batches in the GPU's queue while the main thread writes an earlier one
 CUDA_QUEUE_DEPTH = 2
-# CUDA: pieces joined ahead of the writers and peak callers (``region_probs(ahead=True)``), on a thread of their
+# CUDA: pieces computed ahead of the writers and peak callers (``region_probs(ahead=True)``), on a thread of their
 # own: with the forward replayed from CUDA graphs, peak calling and the writers' dispatch (1.0-1.7 s of a 102 Mbp
-# genome under py-spy) on the thread that launched the batches left the GPU waiting (H100, 2026-11-25)
+# genome under py-spy) held up the launches on one thread. Measured with the ids made on the GPU: bedGraph with
+# RC 4.79-5.03 -> 4.61-4.71 s after load, without RC within noise (H100, 2026-11-25,
+# benchmarks/results/predict_ahead_2026-11-25)
 PIECES_AHEAD = 4
 # CUDA: threads reading genome windows ahead of the GPU. Tokenizing them on the host (kmer_ids per window) took
 # 4 threads to keep up with the forward in CUDA graphs; with the k-mer ids made on the GPU (``window_ids``) the host
