@@ -100,8 +100,9 @@ class Trainer:
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.predictor = Predictor(self.model, self.task, self.device, batch_size=self.cfg.batch_size,
                                    max_tokens=self.cfg.max_tokens, amp=self.cfg.amp)
+        # start_margin: how far training must beat the starting model's validation score (``validate_start``)
         self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0,
-                      "done": False, "progress": 0.0}
+                      "done": False, "progress": 0.0, "start_margin": 0.0}
         self._lock = ckpt.lock_run_dir(self.out) if self.dist.main else None  # released by close() or at exit
         try:
             if resume:
@@ -294,15 +295,33 @@ class Trainer:
             self.model.train()
 
     def validate_start(self) -> None:
-        """Validation of the model as the task set it up (epoch 0): the best weights unless training beats it."""
+        """Validation of the model as the task set it up (epoch 0): the best weights unless training beats it, by
+        more than one standard error of its score where the task gives one ("score_se": a classifier started from
+        the k-mer regression keeps it unless training is better beyond the validation set's noise; the
+        one-standard-error rule of model selection). On small sets a higher validation MCC at one threshold is
+        mostly noise: on a 251-nt A. thaliana set (98 validation sequences) the regression scored 0.470, training
+        0.533 with a lower AUROC (0.80 against 0.83), and lost 7-12 test MCC points to it."""
         st = self.state
         metrics = self.evaluate()
         if metrics is None:
             return
         st["best"], st["best_epoch"] = metrics["score"], 0
+        st["start_margin"] = float(metrics.get("score_se", 0.0))
         self.checkpoint(best=True, metrics=metrics)
         self._log_metrics({"epoch": 0, "step": 0, "val": metrics})
-        log.info("before training: validation score %.4f", metrics["score"])
+        log.info("before training: validation score %.4f%s", metrics["score"],
+                 f" (training must beat it by {st['start_margin']:.4f}, one standard error)"
+                 if st["start_margin"] else "")
+
+    def _improves(self, metrics: dict | None) -> bool:
+        """Whether a validation beats the best so far (the starting model by ``start_margin``)."""
+        st = self.state
+        if metrics is None:
+            return False
+        if st["best"] is None:
+            return True
+        margin = st.get("start_margin", 0.0) if st["best_epoch"] == 0 else 0.0
+        return metrics["score"] > st["best"] + margin
 
     def threshold_as_predicted(self) -> None:
         """A two-class classifier that predict and evaluate score over several views by default (both strands and
@@ -335,7 +354,7 @@ class Trainer:
         patience is not charged), and a checkpoint from which --resume continues the epoch."""
         st = self.state
         metrics = self.evaluate()
-        improved = metrics is not None and (st["best"] is None or metrics["score"] > st["best"])
+        improved = self._improves(metrics)
         if improved:
             st["best"], st["best_epoch"] = metrics["score"], st["epoch"] + 1
         self.checkpoint(best=improved, metrics=metrics)
@@ -348,7 +367,7 @@ class Trainer:
         """Validation, early stopping, checkpoint and the metrics line after a complete epoch."""
         st, cfg = self.state, self.cfg
         metrics = record["val"] = self.evaluate()
-        improved = metrics is not None and (st["best"] is None or metrics["score"] > st["best"])
+        improved = self._improves(metrics)
         if improved:
             st["best"], st["best_epoch"], st["bad_epochs"] = metrics["score"], record["epoch"], 0
         elif metrics is not None:

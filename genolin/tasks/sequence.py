@@ -275,6 +275,9 @@ class SequenceTask(Task):
         y, p = eval_set.dataset.labels, predictor.sequence_probs(eval_set, rc_average=rc_average)
         metrics = classification_metrics(y, p, self.classes, threshold)
         metrics["score"] = metrics["mcc"]
+        # the standard error of a correlation coefficient (MCC is one for two classes), (1 - r^2) / sqrt(n - 1):
+        # how much the score moves with the sample (0.079 at MCC 0.47 on 98 sequences, 0.012 on 6,000)
+        metrics["score_se"] = float((1 - metrics["mcc"] ** 2) / np.sqrt(max(len(y) - 1, 1)))
         if len(self.classes) == 2:
             metrics["best_threshold"] = max_mcc_threshold(y == 1, p[:, 1])
         return metrics, (y, p)
