@@ -78,14 +78,14 @@ def main() -> None:
     # warm-up: one batch through every stage (kernel compilation, allocator)
     plan = list(pred._plan(data, regions))
     first = pred._tokens(data, plan[0], rc)
-    pred._window_probs(first[2], first[3], first[4])
+    pred._window_probs(first[2], first[3], rc)
 
     t_tokens, batches = timed(lambda: [pred._tokens(data, p, rc) for p in pred._plan(data, regions)], dev)
     outs = []
 
     def model_all():
-        for _, _, codes, nbins, rc_ in batches:
-            outs.append(pred._window_probs(codes, nbins, rc_).cpu().numpy())
+        for _, _, codes, nbins in batches:
+            outs.append(pred._window_probs(codes, nbins, rc).cpu().numpy())
 
     t_model, _ = timed(model_all, dev)
     tokens = sum(int(b[3].sum()) * (2 if rc else 1) for b in batches)
@@ -127,8 +127,8 @@ def main() -> None:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     few = [pred._tokens(data, p, rc) for p in plan[: args.profile_batches]]
     with profile(activities=acts) as prof:
-        for _, _, codes, nbins, rc_ in few:
-            pred._window_probs(codes, nbins, rc_).cpu()
+        for _, _, codes, nbins in few:
+            pred._window_probs(codes, nbins, rc).cpu()
         sync(dev)
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=48)

@@ -152,12 +152,11 @@ class Predictor:
 
     def _window_probs(self, codes: torch.Tensor, nbins: torch.Tensor, rc_average: bool) -> torch.Tensor:
         """(R, T, 2) probabilities of a batch of windows from ``_tokens``' host tensors (codes, nbins); with
-        ``rc_average`` the batch holds the windows and then their reverse complements, averaged here on the device
-        (half the copy back). On CUDA
-        (``_graphs_apply``) the forward and the averaging replay a CUDA graph: the batches then all have the full
-        batch's shape (``_tokens``), so two graphs serve a genome, with padding and without. The result may be a
-        graph's output buffer: it holds until the next replay, which the stream orders after every operation
-        queued on it meanwhile (the copy back)."""
+        ``rc_average`` the batch holds the windows and then their reverse complements, averaged here on the device (half
+        the copy back). On CUDA (``_graphs_apply``) the tokens, the forward and the averaging replay a CUDA graph: the
+        batches then all have the full batch's shape (``_tokens``), so two graphs serve a genome, with padding and
+        without. The result may be a graph's output buffer: it holds until the next replay, which the stream orders
+        after every operation queued on it meanwhile (the copy back)."""
         k, stride = self.task.cfg.k, self.task.cfg.stride
         padding = bool((nbins < (codes.shape[1] - 2 * k + 2) // stride).any())  # host tensors: no sync
         if self._graphs_apply():
@@ -227,7 +226,7 @@ class Predictor:
         torchrun with ``shared``: on rank 0, the other ranks computing their share and yielding nothing; without:
         this process computes and yields every region). On a CPU, batches run on ``cpu_model_threads()`` threads
         and torch's intra-op threads are set to their share until the generator finishes. ``ahead``: on CUDA
-        (windows not shared over torchrun ranks), the batches are launched and their pieces joined on a thread of
+        (windows not shared over torchrun ranks), the batches are launched and made into pieces on a thread of
         their own, up to ``PIECES_AHEAD`` pieces ahead of the caller, who writes them meanwhile."""
         if ahead and self.device.type == "cuda" and not (self.dist.world > 1 and shared):
             yield from computed_ahead(self.region_probs(data, regions, rc_average=rc_average, progress=progress,
@@ -253,11 +252,11 @@ class Predictor:
                           for p in itertools.islice(plan, depth + readers))
             running: deque = deque()
             while ready:
-                pending, bases, codes, nbins, rc = ready.popleft().result()
+                pending, bases, codes, nbins = ready.popleft().result()
                 nxt = next(plan, None)
                 if nxt is not None:
                     ready.append(pool.submit(self._tokens, data, nxt, rc_average))
-                running.append((pending, bases, self._launch(data, pending, codes, nbins, rc, model)))
+                running.append((pending, bases, self._launch(data, pending, codes, nbins, rc_average, model)))
                 if len(running) > depth:  # the oldest is written while the others run
                     yield from self._pieces(data, *running.popleft(), bar)
             while running:
@@ -283,7 +282,7 @@ class Predictor:
         def launch(made) -> tuple[torch.Tensor, list | None, object]:
             mine = torch.zeros(shape, dtype=torch.float32, device=comm)
             if made is not None:
-                probs = self._window_probs(made[2], made[3], made[4])
+                probs = self._window_probs(made[2], made[3], rc_average)
                 mine[: probs.shape[0], : probs.shape[1]] = probs
             every = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
             with peers_alive():
@@ -335,7 +334,7 @@ class Predictor:
             yield pending
 
     def _tokens(self, data: TrackData, pending, rc_average: bool):
-        """(pending, bases, codes (R or 2R, L) uint8, nbins (R,) int64, rc_average): the windows' base codes, then
+        """(pending, bases, codes (R or 2R, L) uint8, nbins (R,) int64): the windows' base codes, then
         (rc_average) their reverse complements' (``padded_codes``); nbins: each row's real bins (0: padding). The
         model's device makes the tokens (``window_ids``): the host's work is a few C passes per batch, not a
         tokenizer's per window (on CUDA with the forward in graphs, 4 threads of it could not keep up with the
@@ -356,7 +355,7 @@ class Predictor:
         codes, nbins = torch.from_numpy(codes), torch.tensor(nbins, dtype=torch.int64)
         if self.device.type == "cuda":  # a pageable copy would wait
             codes, nbins = codes.pin_memory(), nbins.pin_memory()
-        return pending, bases, codes, nbins, rc_average
+        return pending, bases, codes, nbins
 
     def _window_bins(self, data: TrackData) -> tuple[int, int]:
         """(bins per genome window, margin bins): ``window_bp`` (default: the training window), and an eighth of
@@ -421,7 +420,7 @@ def _kept_rows(data: TrackData, pending, tokens: int) -> np.ndarray:
 
 def computed_ahead(items: Iterator, device: torch.device, depth: int) -> Iterator:
     """``items`` drawn on a background thread (CUDA calls there on ``device``), up to ``depth`` ahead of the
-    caller: the GPU's batches launched and their pieces joined while the caller writes earlier ones and calls their
+    caller: the GPU's batches launched and made into pieces while the caller writes earlier ones and calls their
     peaks (numpy's passes and the waits for the GPU release the GIL). The thread's exception comes out of the
     iteration; when the caller stops early (an exception, a ``break``), the thread closes ``items`` and ends."""
     import queue
@@ -495,32 +494,31 @@ class GraphCaptureError(RuntimeError):
 
 
 class GraphedForward:
-    """``forward(*flags, *inputs)`` on CUDA, replayed from CUDA graphs captured at the first call of each (input
-    shapes, flags): one launch a batch instead of the hundreds an eager forward makes from Python (the base track
-    model: about 30 ms of the host's time a genome batch, more than the GPU's work at stride 4; H100, 2026-11-25).
+    """``forward(*flags, *inputs)`` on CUDA, replayed from CUDA graphs captured at the first call of each (input shapes,
+    flags): one launch a batch instead of the hundreds an eager forward makes from Python (the base track model: about
+    30 ms of the host's time a genome batch, more than the GPU's work at stride 4; H100, 2026-11-25).
 
-    Each graph has its own input buffers, copied into from the call's host tensors (``None`` inputs stay None), its
-    own output and memory pool: a replay overwrites the previous replay's output, so a caller uses the output
-    through operations queued on the same stream before the next call (the stream runs them in order)."""
+    Each graph has its own input buffers, copied into from the call's host tensors, its own output and memory pool: a
+    replay overwrites the previous replay's output, so a caller uses the output through operations queued on the same
+    stream before the next call (the stream runs them in order)."""
 
     def __init__(self, forward, device: torch.device):
         self.forward, self.device = forward, device
         self.graphs: dict[tuple, tuple[list, torch.cuda.CUDAGraph, torch.Tensor]] = {}
 
-    def __call__(self, flags: tuple, *inputs: torch.Tensor | None) -> torch.Tensor:
+    def __call__(self, flags: tuple, *inputs: torch.Tensor) -> torch.Tensor:
         """``forward(*flags, *inputs)``; ``flags``: hashable arguments that choose the computation (padding, RC)."""
-        key = (tuple(None if t is None else (tuple(t.shape), t.dtype) for t in inputs), flags)
+        key = (tuple((tuple(t.shape), t.dtype) for t in inputs), flags)
         if key not in self.graphs:
             self.graphs[key] = self._capture(inputs, flags)
         static, graph, out = self.graphs[key]
         for buffer, t in zip(static, inputs, strict=True):
-            if t is not None:
-                buffer.copy_(t, non_blocking=True)
+            buffer.copy_(t, non_blocking=True)
         graph.replay()
         return out
 
     def _capture(self, inputs: tuple, flags: tuple):
-        static = [None if t is None else t.to(self.device, non_blocking=True) for t in inputs]
+        static = [t.to(self.device, non_blocking=True) for t in inputs]
         main = torch.cuda.current_stream(self.device)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(main)
@@ -534,8 +532,7 @@ class GraphedForward:
         except RuntimeError as exc:
             torch.cuda.synchronize(self.device)
             raise GraphCaptureError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
-        log.debug("captured a CUDA graph of the forward: inputs %s, flags %s", [None if t is None else tuple(t.shape)
-                                                                             for t in inputs], flags)
+        log.debug("captured a CUDA graph of the forward: inputs %s, flags %s", [tuple(t.shape) for t in inputs], flags)
         return static, graph, out
 
 
