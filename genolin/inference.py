@@ -68,9 +68,6 @@ PIECES_AHEAD = 4
 # only joins base codes, and one thread did best: 102 Mbp, bedGraph, RC 4.49-4.50 s after load against 4.61-4.71
 # with 4 (fewer threads waiting on the GIL; H100, 2026-11-25, benchmarks/results/predict_ahead_2026-11-25)
 CUDA_TOKEN_THREADS = 1
-# compile=None compiles for genomes this long: about 10 s of compiling on a machine's first run (H200, base model)
-# against 10-20 s saved per 100 Mbp
-COMPILE_AUTO_BP = 200_000_000
 
 
 class Predictor:
@@ -81,13 +78,12 @@ class Predictor:
     genome batches replay CUDA graphs (``GraphedForward``), and each batch's probabilities are copied back while
     the next batch runs.
     ``compile``: the blocks go through torch.compile (``Encoder.compile_blocks``: norm, convolution, MLP and the
-    elementwise work between kernels fused; genome batches are padded to one shape); None: only for genomes of at
-    least ``COMPILE_AUTO_BP`` on CUDA. Measured on an H200 (base model, RC averaging): the model pipeline 5.2 -> 9.4
-    Mbp/s, for about 10 s of compiling on a machine's first run and about 1 s once torch's on-disk cache holds the
-    graphs."""
+    elementwise work between kernels fused; genome batches are padded to one shape). Opt-in: eager genome batches
+    replay CUDA graphs, which compiled blocks cannot, and ran faster (H100, base model, 404 Mbp, bedGraph: see
+    benchmarks/results/predict_multi_gpu_h100x2_2026-11-25)."""
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
-                 amp: bool = False, dist: Dist | None = None, compile: bool | None = False,
+                 amp: bool = False, dist: Dist | None = None, compile: bool = False,
                  members: list[tuple[Encoder, Task]] | None = None, shift_views: int = 0,
                  window_bp: int | None = None, cuda_graphs: bool = False, loading: threading.Thread | None = None):
         self.model, self.task, self.device = model, task, device
@@ -99,7 +95,7 @@ class Predictor:
         self.batch_size, self.max_tokens = batch_size, max_tokens
         self.amp = amp and device.type == "cuda"
         self.dist = dist or Dist()  # under torchrun: genome windows are shared out, rank 0 gets every result
-        self.compile, self.compiled = compile, False
+        self.compiled = False
         # CUDA graphs of genome batches (``_graphs_apply``): load_run's predictors (predict, evaluate), not the
         # trainer's validation, whose graphs would keep their memory through training
         self.cuda_graphs = cuda_graphs
@@ -232,9 +228,6 @@ class Predictor:
             yield from computed_ahead(self.region_probs(data, regions, rc_average=rc_average, progress=progress,
                                                         shared=shared), self.device, PIECES_AHEAD)
             return
-        if self.compile is None and self.device.type == "cuda" and sum(b - a for _, a, b in regions) >= COMPILE_AUTO_BP:
-            log.info("compiling the model (torch.compile) for a genome of >= %.0f Mbp", COMPILE_AUTO_BP / 1e6)
-            self._compile()
         if self.dist.world > 1 and shared:
             yield from self._region_probs_shared(data, regions, rc_average, progress)
             return
@@ -677,13 +670,13 @@ def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
 
 
 def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_size: int | None = None,
-             distributed: bool = False, compile: bool | None = False, shift_views: int | None = 0,
+             distributed: bool = False, compile: bool = False, shift_views: int | None = 0,
              bf16_weights: bool | None = None, window_bp: int | None = None) -> Run:
     """The model of a run directory (best weights if training validated, else the last), in eval mode; a list of
     run directories: their ensemble (see the module docstring), whose decision threshold is the mean of the ones
     its members chose on validation (when all did).
     ``distributed``: under torchrun, join its process group and share genome windows out over the ranks.
-    ``compile``: run the blocks through torch.compile; None: for large genomes on CUDA (see ``Predictor``).
+    ``compile``: run the blocks through torch.compile (see ``Predictor``).
     ``shift_views``: a sequence classifier's probabilities also averaged over its inputs with 1..shift_views
     leading bases dropped (``Predictor._per_batch``); None: the training's own shift range (max_shift_bp) for a
     classifier trained with reverse complements (the small and base presets), else 0.

@@ -29,10 +29,9 @@ from genolin.cli.options import averaging_options, window_option
               help="Track: called promoters on one strand are at least this many bp apart.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-@click.option("--compile/--no-compile", "compile_model", default=None,
-              help="Run the model's blocks through torch.compile [default: on CUDA for genomes of >= 200 Mbp]. "
-                   "On an H200 (base model, RC averaging) the model pipeline ran 5.2 -> 9.4 Mbp/s; compiling "
-                   "takes about 10 s on a machine's first run, about 1 s once torch's cache holds it.")
+@click.option("--compile/--no-compile", "compile_model", default=False,
+              help="Run the model's blocks through torch.compile (compiling takes about 10 s on a machine's first "
+                   "run). Eager batches replay CUDA graphs and were faster on genomes of 100-400 Mbp.")
 def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, threshold, track_format, contigs,
             min_distance, batch_size, device, compile_model) -> None:
     """Predict promoters with a trained model."""
