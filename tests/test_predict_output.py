@@ -348,6 +348,42 @@ def test_contig_shards_cut_at_the_contig_nearest_an_even_share():
     assert max(loads) - min(loads) <= 2 * 1_300
 
 
+def test_a_ranks_contigs_run_in_the_batches_of_one_process(four_contigs, monkeypatch):
+    """region_probs(only=): a torchrun rank's run of contigs is planned with the whole genome, so it runs exactly
+    the one-process batches that hold its windows (on CUDA a window's bf16 values depend on its batch: a padded
+    batch takes the masked path), the batch at the cut shared with the other rank; its pieces are the
+    one-process pieces of its contigs, value for value, and no other contig's."""
+    from genolin.inference import Predictor, load_run
+    from genolin.tasks.track import TrackData, contig_shards
+
+    fasta, _ = four_contigs
+    run = load_run(V1_TRACK, "cpu", batch_size=3)
+    data = TrackData.load([str(fasta)], [], run.config.train)
+    regions = data.whole()
+    seen: list = []
+    tokens = Predictor._tokens
+
+    def recording(self, data, pending, rc_average):
+        seen.append([(w.contig, w.start, a, b) for w, a, b in pending])
+        return tokens(self, data, pending, rc_average)
+
+    monkeypatch.setattr(Predictor, "_tokens", recording)
+    whole = list(run.predictor.region_probs(data, regions, rc_average=True, progress=False))
+    every = seen[:]
+    shards = contig_shards(regions, 2)
+    owns = [{c for c, _, _ in s} for s in shards]
+    assert any(owns[0] & {c for c, *_ in b} and owns[1] & {c for c, *_ in b} for b in every), \
+        "the fixture's shards should meet inside a batch"
+    for only in owns:
+        seen.clear()
+        mine = list(run.predictor.region_probs(data, regions, rc_average=True, progress=False, only=only))
+        assert seen == [b for b in every if any(c in only for c, *_ in b)]
+        want = [p for p in whole if p[0] in only]
+        assert [(c, f) for c, f, _ in mine] == [(c, f) for c, f, _ in want]
+        for (_, _, got), (_, _, exp) in zip(mine, want, strict=True):
+            np.testing.assert_array_equal(got, exp)
+
+
 @pytest.mark.parametrize("genome, how, fmt", [("two_contigs", "batches", "bedgraph"),
                                                ("four_contigs", "contigs", "bedgraph"),
                                                ("four_contigs", "batches", "bigwig")])
@@ -395,8 +431,9 @@ def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, ho
 
 
 def test_torchrun_prediction_of_bad_input_fails_cleanly(tmp_path, four_contigs):
-    """A bad base in the contigs of rank 1: that rank names the record, rank 0 says a peer stopped (not gloo's
-    error), the exit status is non-zero and nothing is left beside the genome (no outputs, no parts)."""
+    """A bad base in the contigs of rank 1 (batches of 2 windows: none shared with rank 0 reads it): that rank
+    names the record, rank 0 says a peer stopped (not gloo's error), the exit status is non-zero and nothing is
+    left beside the genome (no outputs, no parts)."""
     import os
     import subprocess
     import sys
@@ -407,8 +444,8 @@ def test_torchrun_prediction_of_bad_input_fails_cleanly(tmp_path, four_contigs):
     bad.write_text(text)
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                         "-m", "genolin", "predict", "--model", str(V1_TRACK), "--fasta", str(bad), "--device", "cpu",
-                        "--out", str(tmp_path / "out" / "o")], env={**os.environ, "OMP_NUM_THREADS": "1"},
-                       capture_output=True, text=True, timeout=300)
+                        "--batch-size", "2", "--out", str(tmp_path / "out" / "o")],
+                       env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
     errors = [line for line in r.stderr.splitlines() if line.startswith("genolin: error:")]
     assert r.returncode != 0 and "internal error" not in r.stderr, r.stderr[-3000:]
     assert any("bad.fa: record 'chrD'" in e for e in errors), r.stderr[-3000:]
@@ -466,6 +503,32 @@ def test_bedgraph_batches_and_value_table_change_no_byte(tmp_path):
     for line in texts[0].splitlines()[1:]:
         value = line.split("\t")[3]
         assert value == f"{float(value):g}" and float(value) == round(float(value), 4)
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+@pytest.mark.parametrize("threads", [1, 3, 7])
+def test_parts_appended_by_several_threads_are_the_same_bytes(tmp_path, monkeypatch, threads, kernel_copy):
+    """copy_into(threads=): ranges copied at their own offsets by several threads (os.copy_file_range, or
+    positioned reads and writes where the kernel cannot copy) give the bytes one sequential copy gives, after
+    what the file held (buffered bytes included), and later writes follow them."""
+    import os
+
+    import genolin.io.bedgraph as bg
+
+    monkeypatch.setattr(bg, "PARALLEL_COPY_MIN", 1000)
+    if not kernel_copy:
+        def refuse(*args):
+            raise OSError(18, "Invalid cross-device link")
+
+        monkeypatch.setattr(os, "copy_file_range", refuse, raising=False)
+    part = np.random.default_rng(threads).integers(0, 256, 10_007, dtype=np.uint8).tobytes()
+    (tmp_path / "part").write_bytes(part)
+    with open(tmp_path / "out", "wb") as fh:
+        fh.write(b"head\n")  # still in the file object's buffer
+        with open(tmp_path / "part", "rb") as src:
+            bg.copy_into(src, fh, len(part), threads)
+        fh.write(b"tail\n")
+    assert (tmp_path / "out").read_bytes() == b"head\n" + part + b"tail\n"
 
 
 def test_bedgraph_writer_failing_midway_leaves_no_part_files(tmp_path):

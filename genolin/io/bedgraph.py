@@ -198,12 +198,12 @@ class BedGraphWriter:
         finally:
             self._remove_parts()
 
-    def append(self, path: str | os.PathLike) -> None:
+    def append(self, path: str | os.PathLike, threads: int = 1) -> None:
         """After everything added so far, the bytes of ``path``: a part of the same track from later contigs,
-        written without a track line (torchrun ranks' parts)."""
+        written without a track line (torchrun ranks' parts), copied by ``threads`` threads at once."""
         self.close()
         with open(path, "rb") as src:
-            copy_into(src, self.fh, os.fstat(src.fileno()).st_size)
+            copy_into(src, self.fh, os.fstat(src.fileno()).st_size, threads)
 
     def _dispatch(self, stretch: Stretch | None) -> None:
         if stretch is None:
@@ -295,13 +295,30 @@ class BedGraphWriter:
             raise self._error
 
 
-def copy_into(src, fh, size: int) -> None:
+PARALLEL_COPY_MIN = 1 << 26  # bytes: a copy by several threads gives each at least this much
+
+
+def copy_into(src, fh, size: int, threads: int = 1) -> None:
     """The ``size`` bytes of ``src`` (a file opened for reading, at its start) onto the end of ``fh``: by the kernel
-    where it can (``os.copy_file_range``: no pass through this process), else through a buffer."""
+    where it can (``os.copy_file_range``: no pass through this process), else through a buffer. ``threads`` > 1:
+    ranges of at least ``PARALLEL_COPY_MIN`` bytes copied at their own offsets by that many threads at once (one
+    thread copied about 2 GB/s between page-cache files on an H100 host, so rank 0 appending another rank's 7 GB
+    of bedGraph waited about 3.5 s)."""
     try:
         dst = fh.fileno()
     except (AttributeError, io.UnsupportedOperation):  # not a file (a test's BytesIO)
         dst = None
+    if dst is not None and (n := min(threads, size // PARALLEL_COPY_MIN)) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        fh.flush()
+        at = fh.tell()
+        cuts = [size * i // n for i in range(n + 1)]
+        with ThreadPoolExecutor(n) as pool:
+            list(pool.map(lambda i: _copy_range(src.fileno(), dst, cuts[i], at + cuts[i], cuts[i + 1] - cuts[i]),
+                          range(n)))
+        fh.seek(at + size)
+        return
     if dst is not None and hasattr(os, "copy_file_range"):
         fh.flush()  # what is buffered goes first; the copy writes at the descriptor's offset
         try:
@@ -311,6 +328,23 @@ def copy_into(src, fh, size: int) -> None:
             pass
     if size > 0:
         shutil.copyfileobj(src, fh, 1 << 22)
+
+
+def _copy_range(src: int, dst: int, src_at: int, dst_at: int, size: int) -> None:
+    """``size`` bytes from offset ``src_at`` of descriptor ``src`` to offset ``dst_at`` of ``dst`` (neither
+    descriptor's own offset moves): by the kernel where it can, else by positioned reads and writes."""
+    if hasattr(os, "copy_file_range"):
+        try:
+            while size > 0 and (n := os.copy_file_range(src, dst, size, src_at, dst_at)) > 0:
+                size, src_at, dst_at = size - n, src_at + n, dst_at + n
+        except OSError:  # no kernel copy between these files: the rest from where it stopped
+            pass
+    while size > 0:
+        block = os.pread(src, min(size, 1 << 22), src_at)
+        if not block:
+            raise OSError(f"{size} bytes short of the part being copied")
+        written = os.pwrite(dst, block, dst_at)
+        size, src_at, dst_at = size - written, src_at + written, dst_at + written
 
 
 def format_workers(cpus: int | None = None) -> int:

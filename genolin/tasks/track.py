@@ -37,6 +37,7 @@ import dataclasses
 import logging
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -292,6 +293,7 @@ def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> d
 
 CALL_DISTANCES_BP = (20, 100)
 TRACK_FORMATS = {"bedgraph": "bedGraph", "bigwig": "bw"}  # --format -> file suffix of OUT.plus / OUT.minus
+APPEND_THREADS = 4  # torchrun: threads copying another rank's part of a strand's bedGraph into rank 0's
 
 
 def _near(a: np.ndarray, b: np.ndarray, d: int) -> np.ndarray:
@@ -630,9 +632,10 @@ class TrackTask(Task):
             yield writers, fb
 
     def _write(self, predictor, data: TrackData, regions: list[Region], writers, fb, options: PredictOptions, *,
-               shared: bool = True) -> tuple[int, int]:
+               shared: bool = True, only: set[str] | None = None) -> tuple[int, int]:
         """Predict ``regions`` into the strands' writers and the peaks file; (bins, promoters called).
-        ``shared``: under torchrun, the windows are shared out over the ranks (False: this rank does them all)."""
+        ``shared``: under torchrun, the windows are shared out over the ranks (False: this rank does them all).
+        ``only``: of ``regions``, just these contigs (planned with the others: ``Predictor.region_probs``)."""
         stride = self.cfg.stride
         distance_bins = options.min_distance_bp // stride
         n_peaks, n_bins = 0, 0
@@ -640,7 +643,8 @@ class TrackTask(Task):
         contig_peaks: list[tuple[int, float, str]] = []
         current = None
         for contig, first, probs in predictor.region_probs(data, regions, rc_average=options.rc_average,
-                                                           progress=options.progress, shared=shared, ahead=True):
+                                                           progress=options.progress, shared=shared, ahead=True,
+                                                           only=only):
             if contig != current:
                 current, contig_peaks = contig, []
                 for c in callers:
@@ -670,6 +674,10 @@ class TrackTask(Task):
 
         dist, rank = predictor.dist, predictor.dist.rank
         parts = Path(prefix).parent / f".{Path(prefix).name}.genolin-parts"
+        regions = [r for s in shards for r in s]  # planned whole, so each rank runs the one-process batches
+
+        def mine(r: int) -> set[str]:
+            return {contig for contig, _, _ in shards[r]}
 
         def part(r: int) -> str:
             return str(parts / f"rank{r}")
@@ -677,18 +685,21 @@ class TrackTask(Task):
         if rank > 0:
             parts.mkdir(parents=True, exist_ok=True)
             with self._outputs(data, self._paths(part(rank), options), part(rank), options, headers=False) as (w, fb):
-                n_bins, n_peaks = self._write(predictor, data, shards[rank], w, fb,
-                                              dataclasses.replace(options, progress=False), shared=False)
+                n_bins, n_peaks = self._write(predictor, data, regions, w, fb,
+                                              dataclasses.replace(options, progress=False), shared=False,
+                                              only=mine(rank))
             dist.barrier(predictor.device)
             return f"rank {rank}: {len(shards[rank])} contig(s), {n_bins} bins, {n_peaks} promoters, for rank 0"
         paths = self._paths(prefix, options)
         try:
             with self._outputs(data, paths, prefix, options) as (writers, fb):
-                n_bins, n_peaks = self._write(predictor, data, shards[0], writers, fb, options, shared=False)
+                n_bins, n_peaks = self._write(predictor, data, regions, writers, fb, options, shared=False,
+                                              only=mine(0))
                 dist.barrier(predictor.device)
-                for r in range(1, len(shards)):
-                    for w, path in zip(writers, self._paths(part(r), options), strict=True):
-                        w.append(path)
+                for r in range(1, len(shards)):  # both strands at once, each by several threads
+                    with ThreadPoolExecutor(len(writers)) as pool:
+                        list(pool.map(lambda w, path: w.append(path, APPEND_THREADS), writers,
+                                      self._paths(part(r), options)))
                     with open(part(r) + ".peaks.bed") as src:
                         calls = list(renumber_calls(src, n_peaks))
                     fb.writelines(calls)
