@@ -79,8 +79,8 @@ class Predictor:
     the next batch runs.
     ``compile``: the blocks go through torch.compile (``Encoder.compile_blocks``: norm, convolution, MLP and the
     elementwise work between kernels fused; genome batches are padded to one shape). Opt-in: eager genome batches
-    replay CUDA graphs, which compiled blocks cannot, and ran faster (H100, base model, 404 Mbp, bedGraph: see
-    benchmarks/results/predict_multi_gpu_h100x2_2026-11-25)."""
+    replay CUDA graphs, which compiled blocks cannot, and ran faster (H100, base model, 1 Gbp, RC averaging,
+    bedGraph: 33.7-33.9 s after load against 52.8 compiled; benchmarks/results/predict_multi_gpu_h100x2_2026-11-25)."""
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
                  amp: bool = False, dist: Dist | None = None, compile: bool = False,
