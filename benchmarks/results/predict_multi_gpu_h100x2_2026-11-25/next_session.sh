@@ -12,6 +12,8 @@ tar xzf .bench_data/code_54ffe60.tgz -C $OLD
 step() { echo "$1 $(( $(date +%s) - T0 )) s" | tee -a $R/steps.txt; }
 (nvidia-smi -L; nproc; python3 -c "import torch, triton; print(torch.__version__, triton.__version__)") > $R/machine.txt 2>&1
 (sleep ${WATCHDOG:-520}; cd $R && tar czf $OUT/r.tgz .) &
+CUDA_VISIBLE_DEVICES=1 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "not fla" > $R/gpu_tests.log 2>&1 &
+TESTS=$!  # every GPU test but fla's (their first compile outlasted call 1's limit), the new bit-for-bit one among them
 CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m genolin -q train --fasta data/ecoli_k12/NC_000913.3.fa.bgz \
   --tss .bench_data/bact/regulondb_10.9_tss.bed --preset base --max-minutes 0.6 --device cuda --out $W/run > $R/train.log 2>&1 &
 TRAIN=$!
@@ -19,7 +21,7 @@ python3 -c "
 from benchmarks.predict_speed import tiled; from pathlib import Path; import pyfaidx
 for m in (100, 1000):
     p = tiled(Path('data/ecoli_k12/NC_000913.3.fa.bgz'), m, Path('$W')); f = pyfaidx.Fasta(str(p)); print(p, len(f.keys()), sum(len(r) for r in f))" > $R/tiled.txt 2>&1
-wait $TRAIN; step "train, tiled"
+wait $TRAIN; wait $TESTS; echo "rc=$?" >> $R/gpu_tests.log; step "train, tiled, GPU tests"; tail -2 $R/gpu_tests.log
 pr() {  # NAME GENOME GPUS CODE_DIR
   local cmd="python3 -m genolin"; [ $3 = 2 ] && cmd="python3 -m torch.distributed.run --standalone --nproc-per-node 2 -m genolin"
   local t=$(date +%s.%N)
