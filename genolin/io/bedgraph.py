@@ -302,8 +302,8 @@ def copy_into(src, fh, size: int, threads: int = 1) -> None:
     """The ``size`` bytes of ``src`` (a file opened for reading, at its start) onto the end of ``fh``: by the kernel
     where it can (``os.copy_file_range``: no pass through this process), else through a buffer. ``threads`` > 1:
     ranges of at least ``PARALLEL_COPY_MIN`` bytes copied at their own offsets by that many threads at once (one
-    thread copied about 2 GB/s between page-cache files on an H100 host, so rank 0 appending another rank's 7 GB
-    of bedGraph waited about 3.5 s)."""
+    thread of dd wrote 1.6-1.7 GB/s to tmpfs on an H100 host: rank 0 appending another rank's 7 GB of bedGraph
+    on one thread would wait about 4 s)."""
     try:
         dst = fh.fileno()
     except (AttributeError, io.UnsupportedOperation):  # not a file (a test's BytesIO)
