@@ -300,34 +300,38 @@ PARALLEL_COPY_MIN = 1 << 26  # bytes: a copy by several threads gives each at le
 
 def copy_into(src, fh, size: int, threads: int = 1) -> None:
     """The ``size`` bytes of ``src`` (a file opened for reading, at its start) onto the end of ``fh``: by the kernel
-    where it can (``os.copy_file_range``: no pass through this process), else through a buffer. ``threads`` > 1:
-    ranges of at least ``PARALLEL_COPY_MIN`` bytes copied at their own offsets by that many threads at once (one
-    thread of dd wrote 1.6-1.7 GB/s to tmpfs on an H100 host: rank 0 appending another rank's 7 GB of bedGraph
-    on one thread would wait about 4 s)."""
+    where it can (``os.copy_file_range``: no pass through this process), else by positioned reads and writes (not a
+    seekable file, e.g. a test's BytesIO: through a buffer). ``threads`` > 1: ranges of at least
+    ``PARALLEL_COPY_MIN`` bytes copied at their own offsets by that many threads at once (one thread of dd wrote
+    1.6-1.7 GB/s to tmpfs on an H100 host: rank 0 appending another rank's 7 GB of bedGraph on one thread would
+    wait about 4 s)."""
     try:
         dst = fh.fileno()
-    except (AttributeError, io.UnsupportedOperation):  # not a file (a test's BytesIO)
+    except (AttributeError, io.UnsupportedOperation):
         dst = None
-    if dst is not None and (n := min(threads, size // PARALLEL_COPY_MIN)) > 1:
+    if dst is not None:
+        fh.flush()  # what is buffered goes first
+        try:
+            at = fh.tell()
+        except OSError:  # a pipe: no offsets to write at
+            dst = None
+    if dst is None:
+        shutil.copyfileobj(src, fh, 1 << 22)
+        return
+    n = max(1, min(threads, size // PARALLEL_COPY_MIN))
+    cuts = [size * i // n for i in range(n + 1)]
+
+    def copy(i: int) -> None:
+        _copy_range(src.fileno(), dst, cuts[i], at + cuts[i], cuts[i + 1] - cuts[i])
+
+    if n == 1:
+        copy(0)
+    else:
         from concurrent.futures import ThreadPoolExecutor
 
-        fh.flush()
-        at = fh.tell()
-        cuts = [size * i // n for i in range(n + 1)]
         with ThreadPoolExecutor(n) as pool:
-            list(pool.map(lambda i: _copy_range(src.fileno(), dst, cuts[i], at + cuts[i], cuts[i + 1] - cuts[i]),
-                          range(n)))
-        fh.seek(at + size)
-        return
-    if dst is not None and hasattr(os, "copy_file_range"):
-        fh.flush()  # what is buffered goes first; the copy writes at the descriptor's offset
-        try:
-            while size > 0 and (n := os.copy_file_range(src.fileno(), dst, size)) > 0:
-                size -= n
-        except OSError:  # no kernel copy between these files: the rest from where it stopped
-            pass
-    if size > 0:
-        shutil.copyfileobj(src, fh, 1 << 22)
+            list(pool.map(copy, range(n)))
+    fh.seek(at + size)
 
 
 def _copy_range(src: int, dst: int, src_at: int, dst_at: int, size: int) -> None:
