@@ -37,6 +37,7 @@ import dataclasses
 import logging
 import math
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -682,20 +683,26 @@ class TrackTask(Task):
         def part(r: int) -> str:
             return str(parts / f"rank{r}")
 
+        t0 = time.perf_counter()
         if rank > 0:
             parts.mkdir(parents=True, exist_ok=True)
             with self._outputs(data, self._paths(part(rank), options), part(rank), options, headers=False) as (w, fb):
                 n_bins, n_peaks = self._write(predictor, data, regions, w, fb,
                                               dataclasses.replace(options, progress=False), shared=False,
                                               only=mine(rank))
+            t1 = time.perf_counter()
             dist.barrier(predictor.device)
+            log.debug("rank %d: own contigs %.2f s (parts closed), then %.2f s at the barrier", rank, t1 - t0,
+                      time.perf_counter() - t1)
             return f"rank {rank}: {len(shards[rank])} contig(s), {n_bins} bins, {n_peaks} promoters, for rank 0"
         paths = self._paths(prefix, options)
         try:
             with self._outputs(data, paths, prefix, options) as (writers, fb):
                 n_bins, n_peaks = self._write(predictor, data, regions, writers, fb, options, shared=False,
                                               only=mine(0))
+                t1 = time.perf_counter()
                 dist.barrier(predictor.device)
+                t2 = time.perf_counter()
                 for r in range(1, len(shards)):  # both strands at once, each by several threads
                     with ThreadPoolExecutor(len(writers)) as pool:
                         list(pool.map(lambda w, path: w.append(path, APPEND_THREADS), writers,
@@ -705,6 +712,9 @@ class TrackTask(Task):
                     fb.writelines(calls)
                     n_peaks += len(calls)
                     n_bins += sum(-(-b // self.cfg.stride) - a // self.cfg.stride for _, a, b in shards[r])
+                t3 = time.perf_counter()
+            log.debug("rank 0: own contigs %.2f s, %.2f s at the barrier, other ranks' parts appended in %.2f s, "
+                      "outputs closed in %.2f s", t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)
         finally:
             shutil.rmtree(parts, ignore_errors=True)
         n_regions = sum(len(s) for s in shards)
