@@ -218,30 +218,26 @@ class Predictor:
     # -- genome regions --------------------------------------------------------------------------------------
     def region_probs(self, data: TrackData, regions: list[tuple[str, int, int]], *, rc_average: bool = False,
                      progress: bool | None = None, shared: bool = True, ahead: bool = False,
-                     only: set[str] | None = None) -> Iterator[Piece]:
+                     everywhere: bool = False) -> Iterator[Piece]:
         """Pieces covering bins a // stride .. ceil(b / stride) of every region (contig, a, b), in order (under
         torchrun with ``shared``: on rank 0, the other ranks computing their share and yielding nothing; without:
         this process computes and yields every region). On a CPU, batches run on ``cpu_model_threads()`` threads
         and torch's intra-op threads are set to their share until the generator finishes. ``ahead``: on CUDA
         (windows not shared over torchrun ranks), the batches are launched and made into pieces on a thread of
-        their own, up to ``PIECES_AHEAD`` pieces ahead of the caller, who writes them meanwhile. ``only`` (a
-        torchrun rank's run of contigs): the windows of every region are planned into batches as one process
-        would, and only the batches holding windows of these contigs run; only those contigs' pieces come out.
-        The rank's batches are then the one-process batches (the one at its first and last contig shared with the
-        neighbouring rank), so each window sees the same batch, hence on CUDA the same padding flag and bf16
-        numerics: planned per rank, the batches at contig ends changed and 1.6 % of the bases' values moved by
-        up to 0.004 (two H100s, 102 Mbp)."""
-        if ahead and self.device.type == "cuda" and not (self.dist.world > 1 and shared):
+        their own, up to ``PIECES_AHEAD`` pieces ahead of the caller, who writes them meanwhile. ``everywhere``
+        (torchrun): the ranks share the batches and every rank yields every piece (``_region_probs_everywhere``)."""
+        if ahead and self.device.type == "cuda" and (everywhere or not (self.dist.world > 1 and shared)):
             yield from computed_ahead(self.region_probs(data, regions, rc_average=rc_average, progress=progress,
-                                                        shared=shared, only=only), self.device, PIECES_AHEAD)
+                                                        shared=shared, everywhere=everywhere),
+                                      self.device, PIECES_AHEAD)
+            return
+        if everywhere and self.dist.world > 1:
+            yield from self._region_probs_everywhere(data, regions, rc_average, progress)
             return
         if self.dist.world > 1 and shared:
             yield from self._region_probs_shared(data, regions, rc_average, progress)
             return
         plan = self._plan(data, regions)
-        if only is not None:
-            plan = (batch for batch in plan if any(w.contig in only for w, _, _ in batch))
-            regions = [r for r in regions if r[0] in only]
         # batches running while the main thread turns earlier ones into pieces: CUDA: two in the GPU's queue (the
         # writers' and peak callers' work on one batch varies, e.g. at a contig's end: the GPU keeps one in hand);
         # CPU: one per model thread
@@ -261,9 +257,68 @@ class Predictor:
                     ready.append(pool.submit(self._tokens, data, nxt, rc_average))
                 running.append((pending, bases, self._launch(data, pending, codes, nbins, rc_average, model)))
                 if len(running) > depth:  # the oldest is written while the others run
-                    yield from self._pieces(data, *running.popleft(), bar, only)
+                    yield from self._pieces(data, *running.popleft(), bar)
             while running:
-                yield from self._pieces(data, *running.popleft(), bar, only)
+                yield from self._pieces(data, *running.popleft(), bar)
+
+    def _region_probs_everywhere(self, data: TrackData, regions, rc_average: bool, progress) -> Iterator[Piece]:
+        """torchrun, every rank yields the pieces of every region in order: batch i of the one-process plan runs on
+        rank i % world, and each round (one batch per rank) the kept bins of the round's batches, padded to a
+        batch's most, (world, batch_size x window bins, 2) float32, are all-gathered (NCCL on CUDA, gloo on a
+        CPU). The batches and so the values are the one process's, bit for bit. The callers write a strand each:
+        every rank formats half the lines of the two strands, and no rank appends another's output. On CUDA,
+        ``CUDA_QUEUE_DEPTH`` rounds run (forward, gather, copy to pinned memory) while the oldest becomes pieces."""
+        import torch.distributed as tdist
+
+        rank, world, cuda = self.dist.rank, self.dist.world, self.device.type == "cuda"
+        plan = list(self._plan(data, regions))
+        rounds = [plan[i: i + world] for i in range(0, len(plan), world)]
+        size = self.batch_size * self._window_bins(data)[0]  # a batch's kept bins, at most
+        comm = self.device if cuda else torch.device("cpu")
+
+        def made(batches):  # on a reader thread: this rank's tokens, the bases of every batch (N bins)
+            mine = self._tokens(data, batches[rank], rc_average) if rank < len(batches) else None
+            return mine, [mine[1] if r == rank else [data.bases(w) for w, _, _ in p] for r, p in enumerate(batches)]
+
+        def launch(mine) -> tuple[list, object]:
+            kept = torch.zeros((size, 2), dtype=torch.float32, device=comm)
+            if mine is not None:
+                pending, _, codes, nbins = mine
+                probs = self._window_probs(codes, nbins, rc_average)
+                rows = torch.from_numpy(_kept_rows(data, pending, probs.shape[1]))
+                rows = rows.pin_memory().to(comm, non_blocking=True) if cuda else rows
+                kept[: len(rows)] = probs.reshape(-1, probs.shape[-1]).index_select(0, rows)
+            every = [torch.empty_like(kept) for _ in range(world)]
+            with peers_alive():
+                tdist.all_gather(every, kept)
+            if not cuda:
+                return [t.numpy() for t in every], _ON_HOST
+            host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in every]
+            for h, t in zip(host, every, strict=True):
+                h.copy_(t, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
+            return host, done
+
+        depth = CUDA_QUEUE_DEPTH if cuda else 0
+        with progress_bar(total=sum(b - a for _, a, b in regions), unit="bp", desc="predict",
+                          enabled=progress if rank == 0 else False) as bar, ThreadPoolExecutor(1) as pool:
+            ready = deque(pool.submit(made, batches) for batches in rounds[: depth + 1])
+            running: deque = deque()
+            for i, batches in enumerate(rounds):
+                mine, bases = ready.popleft().result()
+                if i + depth + 1 < len(rounds):
+                    ready.append(pool.submit(made, rounds[i + depth + 1]))
+                running.append((batches, bases, launch(mine)))
+                if len(running) > depth:
+                    yield from self._round_pieces(data, *running.popleft(), bar)
+            while running:
+                yield from self._round_pieces(data, *running.popleft(), bar)
+
+    def _round_pieces(self, data: TrackData, batches, bases, launched, bar) -> Iterator[Piece]:
+        host, done = launched
+        for r, pending in enumerate(batches):
+            yield from self._pieces(data, pending, bases[r], (host[r], done), bar)
 
     def _region_probs_shared(self, data: TrackData, regions, rc_average: bool, progress) -> Iterator[Piece]:
         """torchrun: batch i of the plan runs on rank i % world; each round the ranks' probabilities (padded to
@@ -382,13 +437,15 @@ class Predictor:
         done.record()
         return host, done
 
-    def _pieces(self, data: TrackData, pending, bases, running, bar, only: set[str] | None = None) -> Iterator[Piece]:
+    def _pieces(self, data: TrackData, pending, bases, running, bar) -> Iterator[Piece]:
         """The batch's kept bins as pieces: the windows joined where they follow on in one contig (a batch's
         windows usually do), one piece per contig run, so the writers and peak callers pay their per-call cost
         once per batch, not once per window. Each piece is a slice of one array holding the batch's kept bins
-        alone (no margins, no padding rows). ``only``: the windows of other contigs are left out."""
+        alone (no margins, no padding rows)."""
         host, done = running
-        if done is not None:  # CUDA: the kept bins, gathered on the GPU
+        if done is _ON_HOST:  # the kept bins, already on the host (_region_probs_everywhere on a CPU)
+            kept = host
+        elif done is not None:  # CUDA: the kept bins, gathered on the GPU
             done.synchronize()
             kept = host.numpy()
         else:  # every bin, (R, T, 2): the kept ones gathered here
@@ -400,9 +457,6 @@ class Predictor:
             if contig is not None and (w.contig != contig or keep_from != end):
                 yield contig, start, kept[run_at:at]
                 contig = None
-            if only is not None and w.contig not in only:
-                at += keep_to - keep_from
-                continue
             if contig is None:
                 contig, start, run_at = w.contig, keep_from, at
             if b"N" in seq:  # (a C search; most windows hold none)
@@ -413,6 +467,9 @@ class Predictor:
             bar.update((keep_to - keep_from) * data.stride)
         if contig is not None:
             yield contig, start, kept[run_at:at]
+
+
+_ON_HOST = object()  # _pieces' "done" for kept bins already on the host
 
 
 def _kept_rows(data: TrackData, pending, tokens: int) -> np.ndarray:

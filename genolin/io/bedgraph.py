@@ -198,13 +198,6 @@ class BedGraphWriter:
         finally:
             self._remove_parts()
 
-    def append(self, path: str | os.PathLike, threads: int = 1) -> None:
-        """After everything added so far, the bytes of ``path``: a part of the same track from later contigs,
-        written without a track line (torchrun ranks' parts), copied by ``threads`` threads at once."""
-        self.close()
-        with open(path, "rb") as src:
-            copy_into(src, self.fh, os.fstat(src.fileno()).st_size, threads)
-
     def _dispatch(self, stretch: Stretch | None) -> None:
         if stretch is None:
             return
@@ -295,16 +288,10 @@ class BedGraphWriter:
             raise self._error
 
 
-PARALLEL_COPY_MIN = 1 << 26  # bytes: a copy by several threads gives each at least this much
-
-
-def copy_into(src, fh, size: int, threads: int = 1) -> None:
+def copy_into(src, fh, size: int) -> None:
     """The ``size`` bytes of ``src`` (a file opened for reading, at its start) onto the end of ``fh``: by the kernel
     where it can (``os.copy_file_range``: no pass through this process), else by positioned reads and writes (not a
-    seekable file, e.g. a test's BytesIO: through a buffer). ``threads`` > 1: ranges of at least
-    ``PARALLEL_COPY_MIN`` bytes copied at their own offsets by that many threads at once (one thread of dd wrote
-    1.6-1.7 GB/s to tmpfs on an H100 host: rank 0 appending another rank's 7 GB of bedGraph on one thread would
-    wait about 4 s)."""
+    seekable file, e.g. a test's BytesIO: through a buffer)."""
     try:
         dst = fh.fileno()
     except (AttributeError, io.UnsupportedOperation):
@@ -318,19 +305,7 @@ def copy_into(src, fh, size: int, threads: int = 1) -> None:
     if dst is None:
         shutil.copyfileobj(src, fh, 1 << 22)
         return
-    n = max(1, min(threads, size // PARALLEL_COPY_MIN))
-    cuts = [size * i // n for i in range(n + 1)]
-
-    def copy(i: int) -> None:
-        _copy_range(src.fileno(), dst, cuts[i], at + cuts[i], cuts[i + 1] - cuts[i])
-
-    if n == 1:
-        copy(0)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(n) as pool:
-            list(pool.map(copy, range(n)))
+    _copy_range(src.fileno(), dst, 0, at, size)
     fh.seek(at + size)
 
 
