@@ -228,7 +228,7 @@ def test_torchrun_on_two_gpus_writes_what_one_gpu_writes(tmp_path, fmt):
 
     path = _two_contigs(tmp_path)
     args = ["-q", "predict", "--model", str(FIXTURES / "v1_runs" / "track_run"), "--fasta", str(path), "--device",
-            "cuda", "--rc-average", "--batch-size", "4", "--threshold", "0.2", "--format", fmt]
+            "cuda", "--rc-average", "--batch-size", "4", "--threshold", "0.0", "--format", fmt]
     one = subprocess.run([sys.executable, "-m", "genolin", *args, "--out", str(tmp_path / "one")],
                          capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"})
     assert one.returncode == 0, one.stderr[-3000:]

@@ -587,15 +587,10 @@ class TrackTask(Task):
         if predictor.dist.world > 1:
             return self._predict_strands(predictor, data, regions, str(out), options)
         paths = self._paths(str(out), options)
-        n_peaks = 0
-
-        def write_calls(contig: str, length: int, calls: list) -> None:
-            nonlocal n_peaks
-            n_peaks = _write_calls(fb, contig, length, calls, n_peaks, self.cfg.stride)
-
         with self._outputs(data, str(out), options) as (writers, fb):
-            n_bins = self._write(predictor, data, regions, writers, options, on_contig=write_calls)
-        return (f"{len(regions)} contig(s), {n_bins} bins, {n_peaks} promoters called -> {paths[0]}, {paths[1]}, "
+            on_contig, n_peaks = self._calls_writer(fb)
+            n_bins = self._write(predictor, data, regions, writers, options, on_contig=on_contig)
+        return (f"{len(regions)} contig(s), {n_bins} bins, {n_peaks()} promoters called -> {paths[0]}, {paths[1]}, "
                 f"{out}.peaks.bed")
 
     def _paths(self, prefix: str, options: PredictOptions) -> list[str]:
@@ -628,14 +623,14 @@ class TrackTask(Task):
             yield writers, fb
 
     def _write(self, predictor, data: TrackData, regions: list[Region], writers, options: PredictOptions, *,
-               on_contig, strands: tuple[int, ...] = (0, 1), everywhere: bool = False) -> int:
-        """Predict ``regions`` into ``writers`` (one per strand of ``strands``); at each contig's end
-        ``on_contig(contig, length, calls)`` with the promoter calls of those strands, [(bin, p, "+" or "-")]
-        sorted. ``everywhere``: under torchrun, the ranks share the batches and each gets every piece. Returns the
-        bins predicted."""
+               on_contig=None, strands: tuple[int, ...] = (0, 1), everywhere: bool = False) -> int:
+        """Predict ``regions`` into ``writers`` (one per strand of ``strands``); with ``on_contig``, the promoters
+        of both strands are called and at each contig's end ``on_contig(contig, length, calls)`` gets them,
+        [(bin, p, "+" or "-")] sorted. ``everywhere``: under torchrun, the ranks share the batches and each gets
+        every piece. Returns the bins predicted."""
         stride = self.cfg.stride
         distance_bins = options.min_distance_bp // stride
-        callers = {s: PeakCaller(options.threshold, distance_bins) for s in strands}
+        callers = [PeakCaller(options.threshold, distance_bins) for _ in range(2)] if on_contig else []
         n_bins = 0
         calls: list[tuple[int, float, str]] = []
         current = None
@@ -644,90 +639,78 @@ class TrackTask(Task):
                                                            everywhere=everywhere):
             if contig != current:
                 current, calls = contig, []
-                for c in callers.values():
+                for c in callers:
                     c.reset()
             length = data.lengths[contig]
             final = first + len(probs) == -(-length // stride)
             for writer, s in zip(writers, strands, strict=True):
                 writer.add(contig, first, probs[:, s], stride, length)
-                calls += [(b, p, "+-"[s]) for b, p in callers[s].feed(first, probs[:, s], final=final)]
+            for s, caller in enumerate(callers):
+                calls += [(b, p, "+-"[s]) for b, p in caller.feed(first, probs[:, s], final=final)]
             n_bins += len(probs)
             if final:
                 for w in writers:
                     w.flush()
-                on_contig(contig, length, sorted(calls))
+                if on_contig:
+                    on_contig(contig, length, sorted(calls))
         return n_bins
+
+    def _calls_writer(self, fb):
+        """(``on_contig`` for ``_write``, writing each contig's calls to ``fb`` as BED6 lines numbered on; a
+        function giving the number written so far)."""
+        stride, written = self.cfg.stride, 0
+
+        def on_contig(contig: str, length: int, calls: list[tuple[int, float, str]]) -> None:
+            nonlocal written
+            fb.write("".join(f"{contig}\t{b * stride}\t{min((b + 1) * stride, length)}\tpromoter_{n}\t"
+                             f"{min(1000, int(round(1000 * p)))}\t{strand}\n"
+                             for n, (b, p, strand) in enumerate(calls, start=written + 1)))
+            written += len(calls)
+
+        return on_contig, lambda: written
 
     def _predict_strands(self, predictor, data: TrackData, regions: list[Region], prefix: str,
                          options: PredictOptions) -> str:
         """torchrun: the ranks share the one-process batches and every rank gets every piece
-        (``region_probs(everywhere=True)``); rank 0 writes the plus strand and the promoter calls, rank 1 the
-        minus strand into a folder beside the outputs and its calls into a .npy there, other ranks only compute.
-        After a barrier rank 0 merges rank 1's calls into its own contig by contig and moves the minus strand into
-        place. The files are one process's byte for byte, and no rank appends another's output: with runs of
-        contigs per rank, rank 0 appended the other's 7 GB of bedGraph after the barrier (2.2-3.0 s of 20-23 at
-        1 Gbp on two H100s, 2026-11-25)."""
+        (``region_probs(everywhere=True)``); rank 0 writes the plus strand and calls the promoters of both, as one
+        process does, rank 1 writes the minus strand into a folder beside the outputs, other ranks only compute;
+        after a barrier rank 0 moves the minus strand into place. The files are one process's byte for byte, and
+        no rank appends another's output: with runs of contigs per rank, rank 0 appended the other's 7 GB of
+        bedGraph after the barrier (1.5-3.0 s of 20-23 at 1 Gbp on two H100s, 2026-11-25)."""
         import shutil
 
         dist, rank = predictor.dist, predictor.dist.rank
         parts = Path(prefix).parent / f".{Path(prefix).name}.genolin-parts"
         log.info("batches of windows shared over %d processes; rank 0 writes the plus strand, rank 1 the minus "
-                 "strand",
-                 dist.world)
-        order = {contig: i for i, (contig, _, _) in enumerate(regions)}
-        quiet = dataclasses.replace(options, progress=False)
+                 "strand", dist.world)
         t0 = time.perf_counter()
         if rank > 0:
-            calls: list[tuple[int, int, float]] = []
             strands = (1,) if rank == 1 else ()
             if rank == 1:
                 parts.mkdir(parents=True, exist_ok=True)
+            quiet = dataclasses.replace(options, progress=False)
             with self._outputs(data, prefix, quiet, strands=strands, peaks=False, folder=parts) as (writers, _):
-                n_bins = self._write(predictor, data, regions, writers, quiet, strands=strands, everywhere=True,
-                                     on_contig=lambda contig, _, found: calls.extend(
-                                         (order[contig], b, p) for b, p, _ in found))
-            if rank == 1:
-                np.save(parts / "minus_calls.npy", np.array(calls, dtype=CALLS_DTYPE))
+                n_bins = self._write(predictor, data, regions, writers, quiet, strands=strands, everywhere=True)
             t1 = time.perf_counter()
             dist.barrier(predictor.device)
             log.debug("rank %d: predicted and wrote in %.2f s, then %.2f s at the barrier", rank, t1 - t0,
                       time.perf_counter() - t1)
             return f"rank {rank}: {n_bins} bins" + (", the minus strand, for rank 0" if rank == 1 else "")
         paths = self._paths(prefix, options)
-        own: dict[str, list] = {}
         try:
             with self._outputs(data, prefix, options, strands=(0,)) as (writers, fb):
+                on_contig, n_peaks = self._calls_writer(fb)
                 n_bins = self._write(predictor, data, regions, writers, options, strands=(0,), everywhere=True,
-                                     on_contig=lambda contig, _, found: own.__setitem__(contig, found))
+                                     on_contig=on_contig)
                 t1 = time.perf_counter()
                 dist.barrier(predictor.device)
-                t2 = time.perf_counter()
-                minus = np.load(parts / "minus_calls.npy", allow_pickle=False)
-                cut = np.searchsorted(minus["contig"], np.arange(len(regions) + 1))
-                n_peaks = 0
-                for i, (contig, _, _) in enumerate(regions):
-                    theirs = minus[cut[i]: cut[i + 1]]
-                    found = own.get(contig, []) + [(b, p, "-") for b, p in zip(
-                        theirs["bin"].tolist(), theirs["p"].tolist(), strict=True)]
-                    n_peaks = _write_calls(fb, contig, data.lengths[contig], sorted(found), n_peaks,
-                                           self.cfg.stride)
             os.replace(self._paths(str(parts / Path(prefix).name), options)[1], paths[1])
-            log.debug("rank 0: predicted and wrote the plus strand in %.2f s, %.2f s at the barrier, calls merged "
-                      "and files closed in %.2f s", t1 - t0, t2 - t1, time.perf_counter() - t2)
+            log.debug("rank 0: predicted, wrote the plus strand and the calls in %.2f s, then %.2f s at the barrier "
+                      "and closing", t1 - t0, time.perf_counter() - t1)
         finally:
             shutil.rmtree(parts, ignore_errors=True)
-        return (f"{len(regions)} contig(s) over {dist.world} processes, {n_bins} bins, {n_peaks} promoters called "
+        return (f"{len(regions)} contig(s) over {dist.world} processes, {n_bins} bins, {n_peaks()} promoters called "
                 f"-> {paths[0]}, {paths[1]}, {prefix}.peaks.bed")
 
 
 STRAND_COLORS = ("200,30,30", "30,30,200")
-CALLS_DTYPE = np.dtype([("contig", np.int64), ("bin", np.int64), ("p", np.float64)])  # a rank's calls, in order
-
-
-def _write_calls(fb, contig: str, length: int, calls: list[tuple[int, float, str]], numbered: int,
-                 stride: int) -> int:
-    """A contig's promoter calls (sorted) as BED6 lines, numbered on from ``numbered``; returns the new count."""
-    fb.write("".join(f"{contig}\t{b * stride}\t{min((b + 1) * stride, length)}\tpromoter_{n}\t"
-                     f"{min(1000, int(round(1000 * p)))}\t{strand}\n"
-                     for n, (b, p, strand) in enumerate(calls, start=numbered + 1)))
-    return numbered + len(calls)
