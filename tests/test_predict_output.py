@@ -333,13 +333,13 @@ def four_contigs(tmp_path_factory, two_contigs):
     return d / "g.fa", {**two_contigs[1], **{c: len(s) for c, s in extra.items()}}
 
 
-@pytest.mark.parametrize("genome, fmt", [("two_contigs", "bedgraph"), ("four_contigs", "bedgraph"),
-                                         ("four_contigs", "bigwig")])
-def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, fmt, request):
+@pytest.mark.parametrize("genome, fmt, ranks", [("two_contigs", "bedgraph", 2), ("four_contigs", "bedgraph", 2),
+                                                ("four_contigs", "bigwig", 2), ("two_contigs", "bedgraph", 3)])
+def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, fmt, ranks, request):
     """`torchrun --nproc-per-node 2 -m genolin predict` (gloo on CPU), the files equal one process's: the ranks
-    share the batches (two contigs of 12 and 7 kb: an odd number of batches, so one rank idles in the last
-    round), each gets every bin, rank 0 writes the plus strand and the calls (rank 1's merged in), rank 1 the
-    minus strand, moved into place by rank 0; no part is left."""
+    share the batches (two contigs of 12 and 7 kb: an odd number of batches, so a rank idles in the last round),
+    each gets every bin, rank 0 writes the plus strand and the calls, rank 1 the minus strand, moved into place by
+    rank 0 (a third rank only computes); no part is left."""
     import os
     import subprocess
     import sys
@@ -351,11 +351,11 @@ def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, fm
     one = subprocess.run([sys.executable, "-m", "genolin", *args, "--out", str(tmp_path / "one")], env=env,
                          capture_output=True, text=True)
     assert one.returncode == 0, one.stderr
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                          "-m", "genolin", *args[1:], "--out", str(tmp_path / "two")], env=env, capture_output=True,
-                         text=True, timeout=300)
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                          str(ranks), "-m", "genolin", *args[1:], "--out", str(tmp_path / "two")], env=env,
+                         capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
-    shared = [line for line in two.stderr.splitlines() if "shared over 2 processes" in line]
+    shared = [line for line in two.stderr.splitlines() if f"shared over {ranks} processes" in line]
     assert len(shared) == 1 and "rank 1 the minus strand" in shared[0], two.stderr[-3000:]
     tracks = ("plus.bedGraph", "minus.bedGraph") if fmt == "bedgraph" else ("plus.bw", "minus.bw")
     for suffix in (*tracks, "peaks.bed"):
