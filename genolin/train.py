@@ -135,9 +135,11 @@ class Trainer:
         self.state.update(ckpt.load_checkpoint(self.out, self.model, self.optimizer))
         log.info("resuming %s at epoch %d, step %d", self.out, self.state["epoch"] + 1, self.state["step"])
 
-    def checkpoint(self, *, best: bool = False, metrics: dict | None = None) -> None:
-        """A crash-safe checkpoint (genolin.checkpoint); with ``best`` also best.safetensors, carrying the decision
-        threshold chosen on ``metrics``, the validation that made these weights the best."""
+    def checkpoint(self, *, best: bool = False, metrics: dict | None = None,
+                   best_weights: dict[str, torch.Tensor] | None = None) -> None:
+        """A crash-safe checkpoint (genolin.checkpoint); with ``best`` also best.safetensors (of ``best_weights``
+        where given, else the model's or its averages), carrying the decision threshold chosen on ``metrics``, the
+        validation that made these weights the best."""
         if not self.dist.main:
             return
         meta = {"step": str(self.state["step"]), "epoch": str(self.state["epoch"])}
@@ -148,8 +150,7 @@ class Trainer:
             if chosen:  # tracks: max F1; classifiers: max MCC (the metric is stored beside the value)
                 rule = "f1" if "f1" in chosen else "mcc"
                 best_meta.update({"threshold": repr(chosen["value"]), f"threshold_{rule}": repr(chosen[rule])})
-        best_weights = None
-        if best_meta is not None and self.cfg.ema_decay:  # best.safetensors: the averaged weights
+        if best_meta is not None and best_weights is None and self.cfg.ema_decay:  # the averaged weights
             with self.averaged_weights():
                 best_weights = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
         ckpt.save_checkpoint(self.out, self.model, self.optimizer, self.state, meta=meta, best_meta=best_meta,
@@ -305,13 +306,36 @@ class Trainer:
         metrics = self.evaluate()
         if metrics is None:
             return
+        kept = None
+        if self.task.start_alternative:  # e.g. the k-mer regression fitted to convergence: kept if it validates
+            metrics, kept = self._validate_alternative(metrics)  # at least as well; training starts as set up
         st["best"], st["best_epoch"] = metrics["score"], 0
         st["start_margin"] = float(metrics.get("score_se", 0.0))
-        self.checkpoint(best=True, metrics=metrics)
+        self.checkpoint(best=True, metrics=metrics, best_weights=kept)
         self._log_metrics({"epoch": 0, "step": 0, "val": metrics})
         log.info("before training: validation score %.4f%s", metrics["score"],
                  f" (training must beat it by {st['start_margin']:.4f}, one standard error)"
                  if st["start_margin"] else "")
+
+    def _validate_alternative(self, metrics: dict) -> tuple[dict, dict | None]:
+        """The task's ``start_alternative`` (parameter name -> value) validated in place of the start's values:
+        (its metrics and the whole state dict with it) when it scores at least the start's ``metrics``, else
+        (``metrics``, None). The model holds the start's values again after."""
+        params = dict(self.model.named_parameters())
+        start = {name: params[name].detach().clone() for name in self.task.start_alternative}
+        with torch.no_grad():
+            for name, value in self.task.start_alternative.items():
+                params[name].copy_(value)
+        try:
+            other = self.evaluate()
+            kept = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+        finally:
+            with torch.no_grad():
+                for name, value in start.items():
+                    params[name].copy_(value)
+        log.info("before training, the start's alternative: validation score %.4f against %.4f (%s)",
+                 other["score"], metrics["score"], "kept" if other["score"] >= metrics["score"] else "not kept")
+        return (other, kept) if other["score"] >= metrics["score"] else (metrics, None)
 
     def _improves(self, metrics: dict | None) -> bool:
         """Whether a validation beats the best so far (the starting model by ``start_margin``)."""

@@ -113,39 +113,91 @@ def test_labels_tsv_errors(tmp_path):
         load_labelled(GUE_TATA / "dev.csv", labels=write(tmp_path, "l5.tsv", "a\t1\n"))
 
 
-def test_kmer_logits_start_from_the_fitted_regression():
-    """model.kmer_logits: training starts from scikit-learn's k-mer logistic regression (C chosen on validation),
-    copied into the model: the model's k-mer logits equal the regression's decision values."""
+def _motif_sets(n_train: int = 300, n_val: int = 100):
+    """(train, val) LabelledSets of random 60-nt sequences, the positives (every other one) holding TATAAT."""
     import numpy as np
-    import torch
 
     from genolin.io.labelled import LabelledSet
-    from genolin.model import Encoder, EncoderConfig
-    from genolin.tasks.sequence import SequenceData, fit_kmer_logits, kmer_matrix
 
     rng = np.random.default_rng(0)
 
     def sample(n):
         seqs, labels = [], []
         for i in range(n):
-            s = bytearray(rng.choice(list(b"ACGT"), 60).tobytes())
-            if i % 2:  # positives carry TATAAT somewhere
+            s = bytearray(rng.choice(list(b"ACGT"), 60).astype(np.uint8).tobytes())
+            if i % 2:
                 at = rng.integers(0, 54)
                 s[at:at + 6] = b"TATAAT"
             seqs.append(bytes(s))
             labels.append(i % 2)
         return LabelledSet([f"s{i}" for i in range(n)], seqs, np.array(labels), ["neg", "pos"])
 
-    train, val = SequenceData(sample(300), k=1, stride=1), SequenceData(sample(100), k=1, stride=1)
-    model = Encoder(EncoderConfig(vocab_size=9, d_model=16, n_layers=1, n_heads=2, n_classes=2, kmer_logits=6))
-    chosen = fit_kmer_logits(model, train, val, 6, seed=0)
-    assert chosen["C"] in (0.001, 0.003, 0.01, 0.03, 0.1) and chosen["val_mcc"] > 0.8
-    x = torch.as_tensor(kmer_matrix(val, 6))
-    logits = model.kmer_linear(x).detach()
+    return sample(n_train), sample(n_val)
+
+
+def test_kmer_regressions_match_scikit_learn_fits():
+    """kmer_regression: C chosen on validation MCC; the converged fit's logit differences equal a fresh
+    scikit-learn fit to 1e-10 at its C (relative error 1e-3), the start's (500 iterations, warm-started along the
+    grid) correlate with it; both in model.kmer_linear's form (its input: the model's k-mer profile)."""
+    import numpy as np
+    import torch
     from sklearn.linear_model import LogisticRegression
 
-    xt = np.concatenate([kmer_matrix(train, 6), kmer_matrix(train, 6, rc=True)])
-    yt = np.concatenate([train.dataset.labels] * 2)
-    clf = LogisticRegression(C=chosen["C"], max_iter=5000, tol=1e-10).fit(xt, yt)
-    ours = (logits[:, 1] - logits[:, 0]).numpy()  # a warm-started path of 200 iterations per C: near the optimum
-    assert np.corrcoef(ours, clf.decision_function(x.numpy()))[0, 1] > 0.99
+    from genolin.model import Encoder, EncoderConfig
+    from genolin.tasks.sequence import SequenceData, kmer_matrix, kmer_regression
+
+    sets = _motif_sets()
+    train, val = (SequenceData(d, k=1, stride=1) for d in sets)
+    start, full = kmer_regression(train, val, 6, seed=0, converged=(False, True))
+    model = Encoder(EncoderConfig(vocab_size=9, d_model=16, n_layers=1, n_heads=2, n_classes=2, kmer_logits=6))
+    scale = np.concatenate([np.full(4**k, 2.0**k, np.float32) for k in range(1, 7)])
+    x = kmer_matrix(val, 6)
+    clf = LogisticRegression(C=full["C"], max_iter=20000, tol=1e-10).fit(kmer_matrix(train, 6) / scale,
+                                                                         train.dataset.labels)
+    want = clf.decision_function(x / scale)
+    got = {}
+    for name, fit in (("start", start), ("full", full)):
+        assert fit["C"] in (0.1, 1.0, 10.0, 100.0) and fit["val_mcc"] > 0.8, (name, fit["C"], fit["val_mcc"])
+        with torch.no_grad():
+            model.kmer_linear.weight.copy_(fit["weight"])
+            model.kmer_linear.bias.copy_(fit["bias"])
+            logits = model.kmer_linear(torch.as_tensor(x)).double()
+        got[name] = (logits[:, 1] - logits[:, 0]).numpy()
+    assert np.abs(got["full"] - want).max() <= 1e-3 * np.abs(want).max(), np.abs(got["full"] - want).max()
+    assert np.corrcoef(got["start"], want)[0, 1] > 0.99
+
+
+@pytest.mark.parametrize("better", ["start", "alternative"])
+def test_the_start_or_its_converged_alternative_whichever_validates_better(tmp_path, monkeypatch, better):
+    """A classifier's start (the k-mer regression as fitted quickly) and its start_alternative (fitted to
+    convergence) are both validated before the first step; best.safetensors holds the one scoring higher (here
+    the other is made useless: zero weights), and training starts from the start either way."""
+    import torch
+    from click.testing import CliRunner
+    from safetensors.torch import load_file
+
+    import genolin.tasks.sequence as sequence
+    from genolin.cli import cli
+
+    real, made = sequence.kmer_regression, []
+
+    def rigged(*args, **kwargs):
+        fits = real(*args, **kwargs)
+        useless = {**fits[0], "weight": torch.zeros_like(fits[0]["weight"]), "bias": torch.zeros_like(fits[0]["bias"])}
+        made[:] = [useless, fits[1]] if better == "alternative" else [fits[0], useless]
+        return made
+
+    monkeypatch.setattr(sequence, "kmer_regression", rigged)
+    for name, data in zip(("train", "dev"), _motif_sets(), strict=True):
+        (tmp_path / f"{name}.csv").write_text("sequence,label\n" + "".join(
+            f"{s.decode()},{y}\n" for s, y in zip(data.seqs, data.labels, strict=True)))
+    r = CliRunner().invoke(cli, ["-q", "train", "--csv", str(tmp_path / "train.csv"), "--val-csv",
+                                 str(tmp_path / "dev.csv"), "--preset", "tiny", "--device", "cpu", "--max-steps", "1",
+                                 "--set", "lr=1e-9", "--out", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.output
+    kept = made[0] if better == "start" else made[1]
+    best = load_file(str(tmp_path / "run" / "best.safetensors"))
+    assert torch.equal(best["kmer_linear.weight"], kept["weight"]) and torch.equal(best["kmer_linear.bias"],
+                                                                                    kept["bias"])
+    last = load_file(str(tmp_path / "run" / "model.safetensors"))  # one step of lr 1e-9 from the start
+    assert torch.allclose(last["kmer_linear.weight"], made[0]["weight"], atol=1e-6)

@@ -101,9 +101,13 @@ class Task(ABC):
     def longest_tokens(self) -> int:
         """The longest training input in tokens (after ``load_training``)."""
 
+    # parameter name -> value: another fit of what ``init_model`` set, which the trainer validates beside the
+    # start and keeps as the epoch-0 weights when it scores at least as well (training still starts as set)
+    start_alternative: dict[str, torch.Tensor] | None = None
+
     def init_model(self, model) -> bool:
         """Set what the task can fit before training (a new run, not a resumed one); True when it did, so the
-        trainer validates the model before the first step. Default: nothing."""
+        trainer validates the model before the first step (and ``start_alternative``, if set). Default: nothing."""
         return False
 
     @abstractmethod

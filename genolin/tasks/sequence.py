@@ -124,11 +124,14 @@ def kmer_matrix(data: SequenceData, k_max: int, *, rc: bool = False, batch: int 
     return np.concatenate(rows)
 
 
-def fit_kmer_logits(model, train: SequenceData, val: SequenceData | None, k_max: int, seed: int, *,
-                    reverse_complements: bool = False, grid=(0.1, 1.0, 10.0, 100.0)) -> dict:
-    """Fit a multinomial logistic regression on k-mer frequencies (each k's counts over its number of windows;
-    C from ``grid`` by validation MCC, 1 without validation data) and copy it into ``model.kmer_linear``
-    (whose profile is the frequencies x 2^k, so the weights are divided by 2^k); returns what was chosen.
+def kmer_regression(train: SequenceData, val: SequenceData | None, k_max: int, seed: int, *,
+                    reverse_complements: bool = False, grid=(0.1, 1.0, 10.0, 100.0),
+                    converged: tuple[bool, ...] = (False,)) -> list[dict]:
+    """Multinomial logistic regressions on k-mer frequencies (each k's counts over its number of windows; C
+    from ``grid`` by validation MCC, 1 without validation data), one per entry of ``converged``: lbfgs stopped at
+    ``max_iter=500`` and scikit-learn's tolerance, each C starting from the last fit (False), or run to a
+    tolerance of 1e-6 (True). Each: {"C", "val_mcc", "weight" (n_classes, features), "bias" (n_classes,)} as
+    ``model.kmer_linear`` takes them (its profile is the frequencies x 2^k, so the weights are divided by 2^k).
 
     ``reverse_complements``: fit on the training sequences and their reverse complements (when training
     augments with them). Stranded promoter sets lose by it: on GUE prom_300_tata the regression's test MCC fell
@@ -147,28 +150,28 @@ def fit_kmer_logits(model, train: SequenceData, val: SequenceData | None, k_max:
         x, y = np.concatenate([x, kmer_matrix(train, k_max, rc=True) / scale]), np.concatenate([y, y])
     x = sparse.csr_matrix(x)
     xv = sparse.csr_matrix(kmer_matrix(val, k_max) / scale) if val is not None and len(val) else None
-    best = None
-    clf = LogisticRegression(max_iter=500, random_state=seed, warm_start=True)  # each C starts from the last fit
-    for c in grid if xv is not None else (1.0,):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter bounds the time; the net goes on from it
-            clf.set_params(C=c).fit(x, y)
-        score = matthews_corrcoef(val.dataset.labels, clf.predict(xv)) if xv is not None else float("nan")
-        if best is None or score > best[0]:
-            best = (score, c, clf.coef_ / scale, clf.intercept_.copy())
-    score, c, w, b = best
-    if w.shape[0] == 1:  # two classes: one logit difference, split between the two logits
-        w, b = np.concatenate([-w / 2, w / 2]), np.concatenate([-b / 2, b / 2])
-    weight = torch.zeros_like(model.kmer_linear.weight)
-    bias = torch.zeros_like(model.kmer_linear.bias)
-    weight[clf.classes_] = torch.as_tensor(w, dtype=weight.dtype)
-    bias[clf.classes_] = torch.as_tensor(b, dtype=bias.dtype)
-    with torch.no_grad():
-        model.kmer_linear.weight.copy_(weight)
-        model.kmer_linear.bias.copy_(bias)
-    log.info("k-mer logistic regression (k = 1..%d, C = %g): validation MCC %.4f; the model starts from it",
-             k_max, c, score)
-    return {"C": c, "val_mcc": score}
+    n_classes = len(train.dataset.classes)
+    fits = []
+    for full in converged:
+        best = None
+        clf = LogisticRegression(max_iter=5000 if full else 500, tol=1e-6 if full else 1e-4, random_state=seed,
+                                 warm_start=True)  # each C starts from the last fit
+        for c in grid if xv is not None else (1.0,):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)  # max_iter bounds the time
+                clf.set_params(C=c).fit(x, y)
+            score = matthews_corrcoef(val.dataset.labels, clf.predict(xv)) if xv is not None else float("nan")
+            if best is None or score > best[0]:
+                best = (score, c, clf.coef_ / scale, clf.intercept_.copy())
+        score, c, w, b = best
+        if w.shape[0] == 1:  # two classes: one logit difference, split between the two logits
+            w, b = np.concatenate([-w / 2, w / 2]), np.concatenate([-b / 2, b / 2])
+        weight = torch.zeros((n_classes, w.shape[1]), dtype=torch.float32)
+        bias = torch.zeros(n_classes, dtype=torch.float32)
+        weight[clf.classes_] = torch.as_tensor(w, dtype=torch.float32)
+        bias[clf.classes_] = torch.as_tensor(b, dtype=torch.float32)
+        fits.append({"C": c, "val_mcc": score, "weight": weight, "bias": bias})
+    return fits
 
 
 def class_weights(labels: np.ndarray, n_classes: int) -> torch.Tensor:
@@ -240,11 +243,22 @@ class SequenceTask(Task):
         validated before the first step, so early stopping keeps it unless training beats it on validation."""
         if model.kmer_linear is None:
             return False
-        fit_kmer_logits(model, self.train, self.val_set, self.cfg.model.kmer_logits, self.cfg.seed,
-                        reverse_complements=self.cfg.rc_prob > 0)
+        validated = self.val_set is not None and len(self.val_set) > 0
+        start, *fallback = kmer_regression(self.train, self.val_set, self.cfg.model.kmer_logits, self.cfg.seed,
+                                           reverse_complements=self.cfg.rc_prob > 0,
+                                           converged=(False, True) if validated else (False,))
         with torch.no_grad():
+            model.kmer_linear.weight.copy_(start["weight"])
+            model.kmer_linear.bias.copy_(start["bias"])
             model.classifier.weight.zero_()
             model.classifier.bias.zero_()
+        log.info("k-mer logistic regression (k = 1..%d, C = %g): validation MCC %.4f; the model starts from it",
+                 self.cfg.model.kmer_logits, start["C"], start["val_mcc"])
+        if fallback:
+            (fit,) = fallback
+            self.start_alternative = {"kmer_linear.weight": fit["weight"], "kmer_linear.bias": fit["bias"]}
+            log.info("the same fitted to convergence (C = %g): validation MCC %.4f; the better of the two is kept "
+                     "unless training beats it", fit["C"], fit["val_mcc"])
         return True
 
     def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[int]]:
