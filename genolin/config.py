@@ -71,6 +71,9 @@ class TrainConfig:
     # sequence task: each A/C/G/T of a training sequence replaced, with this probability, by one of the four drawn
     # at random (itself a quarter of the time): EvoAug-style substitutions; 0: off
     mutate_prob: float = 0.0
+    # sequence task: cross-entropy against targets with this much of the mass spread evenly over the classes
+    # (Szegedy et al. 2016); 0: off
+    label_smoothing: float = 0.0
     class_weighting: bool = True
     pos_weight: float | None = None  # track: None = balance the training positive rate
     focal_gamma: float = 0.0  # track: focal loss exponent (0: plain positive-weighted cross-entropy)
@@ -218,6 +221,7 @@ RULES: dict[str, tuple] = {
     "compile_mode": (lambda v: v in COMPILE_MODES, " or ".join(COMPILE_MODES)),
     "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "mutate_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
+    "label_smoothing": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "mlm_prob": (lambda v: 0 < v < 1, "between 0 and 1 (exclusive)"),
     "model.dropout": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "model.mlp_ratio": (lambda v: 0 < v <= 64, "above 0 and at most 64"),

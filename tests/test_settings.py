@@ -51,6 +51,8 @@ def test_values_take_their_fields_types():
                                            "max-autotune-no-cudagraphs, got 'fast'"),
     (["--set", "mlm_prob=1"], None, "--set mlm_prob=1: setting 'mlm_prob': must be between 0 and 1 (exclusive), "
                                     "got 1"),
+    (["--set", "label_smoothing=1"], None, "--set label_smoothing=1: setting 'label_smoothing': must be at least 0 "
+                                           "and below 1, got 1"),
     ([], "mixer: [a, b]\n", "c.yaml:1: setting 'mixer': expected text, got ['a', 'b']"),
     ([], "lr: 0.001\n  bad indent: [\n", "c.yaml:2: not valid YAML:"),
     ([], "model: 5\n", "c.yaml:1: setting 'model': expected a mapping"),

@@ -725,3 +725,25 @@ def test_threshold_is_chosen_over_the_views_predict_uses(tmp_path, gue_small):
             best = max((rec for rec in records if "val" in rec), key=lambda rec: rec["val"]["mcc"])
             want = best["val"]["best_threshold"]
         assert loaded.threshold == pytest.approx(want["value"], rel=1e-6)
+
+
+def test_label_smoothing_is_cross_entropy_against_smoothed_targets():
+    """label_smoothing e: the sequence task's loss is the mean over sequences of (1 - e) x -log p(label) + e x the
+    mean over classes of -log p(class) (float64, unweighted classes; class weights as torch weighs them)."""
+    from types import SimpleNamespace
+
+    from genolin.config import TrainConfig
+    from genolin.tasks.base import Batch
+    from genolin.tasks.sequence import SequenceTask
+
+    logits = torch.randn(7, 3, dtype=torch.float64)
+    labels = torch.tensor([0, 2, 1, 1, 0, 2, 2])
+    batch = Batch(torch.zeros(7, 5, dtype=torch.int64), torch.ones(7, 5, dtype=torch.bool), labels=labels)
+    out = SimpleNamespace(logits=logits)
+    for e in (0.0, 0.1, 0.35):
+        task = SequenceTask(TrainConfig(label_smoothing=e))
+        logp = torch.log_softmax(logits, -1)
+        want = ((1 - e) * -logp[torch.arange(7), labels] + e * -logp.mean(-1)).mean()
+        got = task.loss(out, batch)
+        assert abs(got.item() - want.item()) <= 1e-6 * abs(want.item()), (e, got, want)
+

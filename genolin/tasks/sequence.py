@@ -269,7 +269,8 @@ class SequenceTask(Task):
                                   mutate_prob=self.cfg.mutate_prob)
 
     def loss(self, out, batch: Batch) -> torch.Tensor:
-        return F.cross_entropy(out.logits.float(), batch.labels, weight=self.weight_on(batch.labels.device))
+        return F.cross_entropy(out.logits.float(), batch.labels, weight=self.weight_on(batch.labels.device),
+                               label_smoothing=self.cfg.label_smoothing)
 
     # -- scoring -----------------------------------------------------------------------------------------------
     def probabilities(self, out) -> torch.Tensor:
