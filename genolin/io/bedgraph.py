@@ -146,9 +146,8 @@ class BedGraphWriter:
     here, in order. Use as a context manager: leaving the block cleanly writes everything (on an error it is
     dropped, part files included)."""
 
-    def __init__(self, fh, name: str | None, color: str, batch_bins: int = 1 << 16, pool: Executor | None = None,
+    def __init__(self, fh, name: str, color: str, batch_bins: int = 1 << 16, pool: Executor | None = None,
                  in_flight: int = 8):
-        """``name`` None: no track line (a part that goes after a file that has one)."""
         self.fh, self.pool, self.in_flight = fh, pool, in_flight
         self.stretches = Stretches(batch_bins)
         self.formatting: collections.deque = collections.deque()  # format_bins results (or futures), in order
@@ -158,9 +157,8 @@ class BedGraphWriter:
         self._error: BaseException | None = None
         self._parts: str | None = None  # the folder of the workers' part files, made at the first stretch
         self._sent = 0  # stretches sent to the pool (numbers the part files)
-        if name is not None:
-            fh.write(f'track type=bedGraph name="{name}" color={color} visibility=full autoScale=off '
-                     f"viewLimits=0:1\n".encode())
+        fh.write(f'track type=bedGraph name="{name}" color={color} visibility=full autoScale=off '
+                 f"viewLimits=0:1\n".encode())
 
     def __enter__(self) -> BedGraphWriter:
         return self
@@ -290,40 +288,20 @@ class BedGraphWriter:
 
 def copy_into(src, fh, size: int) -> None:
     """The ``size`` bytes of ``src`` (a file opened for reading, at its start) onto the end of ``fh``: by the kernel
-    where it can (``os.copy_file_range``: no pass through this process), else by positioned reads and writes (not a
-    seekable file, e.g. a test's BytesIO: through a buffer)."""
+    where it can (``os.copy_file_range``: no pass through this process), else through a buffer."""
     try:
         dst = fh.fileno()
-    except (AttributeError, io.UnsupportedOperation):
+    except (AttributeError, io.UnsupportedOperation):  # not a file (a test's BytesIO)
         dst = None
-    if dst is not None:
-        fh.flush()  # what is buffered goes first
+    if dst is not None and hasattr(os, "copy_file_range"):
+        fh.flush()  # what is buffered goes first; the copy writes at the descriptor's offset
         try:
-            at = fh.tell()
-        except OSError:  # a pipe: no offsets to write at
-            dst = None
-    if dst is None:
-        shutil.copyfileobj(src, fh, 1 << 22)
-        return
-    _copy_range(src.fileno(), dst, 0, at, size)
-    fh.seek(at + size)
-
-
-def _copy_range(src: int, dst: int, src_at: int, dst_at: int, size: int) -> None:
-    """``size`` bytes from offset ``src_at`` of descriptor ``src`` to offset ``dst_at`` of ``dst`` (neither
-    descriptor's own offset moves): by the kernel where it can, else by positioned reads and writes."""
-    if hasattr(os, "copy_file_range"):
-        try:
-            while size > 0 and (n := os.copy_file_range(src, dst, size, src_at, dst_at)) > 0:
-                size, src_at, dst_at = size - n, src_at + n, dst_at + n
+            while size > 0 and (n := os.copy_file_range(src.fileno(), dst, size)) > 0:
+                size -= n
         except OSError:  # no kernel copy between these files: the rest from where it stopped
             pass
-    while size > 0:
-        block = os.pread(src, min(size, 1 << 22), src_at)
-        if not block:
-            raise OSError(f"{size} bytes short of the part being copied")
-        written = os.pwrite(dst, block, dst_at)
-        size, src_at, dst_at = size - written, src_at + written, dst_at + written
+    if size > 0:
+        shutil.copyfileobj(src, fh, 1 << 22)
 
 
 def format_workers(cpus: int | None = None) -> int:
