@@ -74,6 +74,10 @@ class TrainConfig:
     # sequence task: cross-entropy against targets with this much of the mass spread evenly over the classes
     # (Szegedy et al. 2016); 0: off
     label_smoothing: float = 0.0
+    # sharpness-aware minimization (Foret et al. 2021): each optimizer step takes its gradient at the weights moved
+    # sam_rho along the batch's normalized gradient (w + rho g / ||g||), which costs a second forward and backward
+    # per step; 0: off
+    sam_rho: float = 0.0
     class_weighting: bool = True
     pos_weight: float | None = None  # track: None = balance the training positive rate
     focal_gamma: float = 0.0  # track: focal loss exponent (0: plain positive-weighted cross-entropy)
@@ -231,7 +235,7 @@ RULES: dict[str, tuple] = {
     "model.vocab_size": (lambda v: v >= 1, "1 or more"),
     **{k: (lambda v: v > 0, "above 0") for k in ("lr", "clip", "max_minutes", "pos_weight", "model.eps")},
     **{k: (lambda v: v >= 0, "0 or more") for k in ("tolerance_bins", "weight_decay", "warmup_steps", "max_shift_bp",
-                                                    "mlm_weight", "focal_gamma", "patience", "seed",
+                                                    "mlm_weight", "sam_rho", "focal_gamma", "patience", "seed",
                                                     "model.favor_redraw_interval", "model.max_len")},
     **{k: (lambda v: v >= 1, "1 or more") for k in (
         "stride", "window_bp", "windows_per_epoch", "eval_bin_bp", "steps", "val_every_steps", "epochs", "max_steps",

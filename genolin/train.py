@@ -6,6 +6,11 @@ is scored: ``genolin.tasks``; the run directory: ``genolin.checkpoint``.
     -> evaluate (the task's scoring of the validation set through genolin.inference, as ``genolin evaluate``
     does) -> early stopping -> checkpoint.
 
+Sharpness-aware minimization (``sam_rho`` > 0; Foret et al. 2021): with the gradient g of an optimizer step's
+batches (all micro-batches of an accumulation, all-reduced under DDP), the weights move to w + rho g / ||g||, the same
+batches run forward and backward again there (same augmentation, same dropout masks), the weights move back and the
+optimizer steps with that second gradient. Twice a plain step's compute.
+
 Weight averaging (``ema_decay`` > 0): after each optimizer step every parameter's average moves towards it,
 avg <- avg + (1 - d_t) (w - avg), d_t = min(ema_decay, (1 + t) / (10 + t)) at step t. The averages live in the
 optimizer's per-parameter state (key "ema", beside AdamW's moments), so checkpoints and --resume carry them;
@@ -225,6 +230,22 @@ class Trainer:
             (loss / cfg.grad_accum).backward()
         return loss.item(), batch.n_tokens
 
+    def sharpness_aware_gradient(self, group: list, epoch: int, first: int) -> None:
+        """SAM: replace the gradient of the optimizer step over ``group`` (its micro-batches' items; the first is batch
+        ``first`` of the epoch) by the gradient at w + sam_rho g / ||g||, g the gradient now held."""
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        grads = [p.grad for p in params]
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        here = [p.detach().clone() for p in params]  # copied back exactly afterwards (w + e - e need not be w)
+        with torch.no_grad():
+            torch._foreach_add_(params, torch._foreach_mul(grads, self.cfg.sam_rho / (norm.item() + 1e-12)))
+        self.optimizer.zero_grad(set_to_none=True)
+        for i, items in enumerate(group):
+            self.micro_step(items, epoch, first + i, sync=i == len(group) - 1)
+        with torch.no_grad():
+            for p, w in zip(params, here, strict=True):
+                p.copy_(w)
+
     def optimizer_step(self, lr: float) -> None:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
         for group in self.optimizer.param_groups:
@@ -428,6 +449,8 @@ class Trainer:
                 bar.update(1)
                 if not boundary:
                     continue
+                if cfg.sam_rho > 0:
+                    self.sharpness_aware_gradient(batches[st["batch"]:b + 1], epoch, st["batch"])
                 st["progress"] = max(st["progress"], self.time_progress(total, t_start))
                 self.optimizer_step(lr_at(st["step"], total, cfg, st["progress"]))
                 st["batch"] = b + 1

@@ -747,3 +747,60 @@ def test_label_smoothing_is_cross_entropy_against_smoothed_targets():
         got = task.loss(out, batch)
         assert abs(got.item() - want.item()) <= 1e-6 * abs(want.item()), (e, got, want)
 
+
+
+def test_sharpness_aware_gradient_is_the_gradient_at_the_moved_weights(tmp_path, gue_small):
+    """sam_rho r: the step's gradient is the one at w + r g / ||g|| (g: the gradient over the step's micro-batches
+    at w, same augmentation and dropout masks), and the weights are w again afterwards, exactly (float64)."""
+    from genolin.config import DataSpec, TrainConfig
+    from genolin.model import EncoderConfig
+    from genolin.train import Trainer
+
+    rho = 0.3
+    cfg = TrainConfig(batch_size=23, grad_accum=2, sam_rho=rho, max_shift_bp=3, rc_prob=0.5,
+                      model=EncoderConfig(d_model=16, n_layers=1, n_heads=2, dropout=0.2))
+    spec = DataSpec(task="sequence", csv=str(gue_small / "train.csv"), val_csv=str(gue_small / "dev.csv"))
+    trainer = Trainer(cfg, spec, tmp_path / "run", device="cpu", progress=False)
+    try:
+        model = trainer.model.double()
+        group = trainer.epoch_batches(0)[:2]
+
+        def gradient_at(weights):
+            with torch.no_grad():
+                for p, w in zip(model.parameters(), weights, strict=True):
+                    p.copy_(w)
+            trainer.optimizer.zero_grad(set_to_none=True)
+            for i, items in enumerate(group):
+                trainer.micro_step(items, 0, i, sync=i == 1)
+            return [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+        w = [p.detach().clone() for p in model.parameters()]
+        g = gradient_at(w)
+        norm = torch.sqrt(sum((x * x).sum() for x in g))
+        want = gradient_at([a + rho * x / norm for a, x in zip(w, g, strict=True)])
+        gradient_at(w)  # back at w, holding g: as after the step's micro-batches
+        trainer.sharpness_aware_gradient(group, 0, 0)
+        got = [torch.zeros_like(p) if p.grad is None else p.grad for p in model.parameters()]
+        num = torch.sqrt(sum(((a - b) ** 2).sum() for a, b in zip(got, want, strict=True)))
+        den = torch.sqrt(sum((b * b).sum() for b in want))
+        assert num <= 1e-10 * den, (num, den)
+        moved = sum(((a - b) ** 2).sum() for a, b in zip(got, g, strict=True))
+        assert moved > 1e-6 * den ** 2  # not the gradient at w
+        for p, a in zip(model.parameters(), w, strict=True):
+            assert torch.equal(p, a)
+    finally:
+        trainer.close()
+
+
+def test_sharpness_aware_training_runs_from_the_cli(tmp_path, gue_small):
+    common = ["--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--epochs", 1,
+              "--set", "d_model=16", "--set", "n_layers=1", "--set", "batch_size=40"]
+    for name, extra in (("plain", []), ("sam", ["--set", "sam_rho=0.05", "--set", "grad_accum=2"])):
+        r = run("train", *common, *extra, "--out", tmp_path / name)
+        assert r.exit_code == 0, r.output
+    from genolin.checkpoint import load_tensors
+
+    plain, _ = load_tensors(tmp_path / "plain" / "model.safetensors")
+    sam, _ = load_tensors(tmp_path / "sam" / "model.safetensors")
+    assert json.loads((tmp_path / "sam" / "config.json").read_text())["train"]["sam_rho"] == 0.05
+    assert any(not torch.equal(plain[k], sam[k]) for k in plain)
