@@ -228,6 +228,7 @@ RULES: dict[str, tuple] = {
     "label_smoothing": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "mlm_prob": (lambda v: 0 < v < 1, "between 0 and 1 (exclusive)"),
     "model.dropout": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
+    "model.drop_path": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "model.mlp_ratio": (lambda v: 0 < v <= 64, "above 0 and at most 64"),
     "model.n_classes": (lambda v: v >= 0, "0 or more"),
     "model.track_channels": (lambda v: v >= 0, "0 or more"),

@@ -110,6 +110,10 @@ class EncoderConfig:
     kmer_logits: int = 0  # > 0: sequence logits += a linear map of the k-mer profile, k = 1..this (single-base ids)
     mlp_ratio: float = 8 / 3  # gated MLP hidden size / d_model
     dropout: float = 0.0
+    # stochastic depth (Huang et al. 2016): while training, block l of L (0-based) drops its mixer and its MLP
+    # branch, each for each sequence at random, with probability drop_path x (l + 1) / L; kept ones are scaled by
+    # 1 / (1 - p). Inference is unchanged. 0: off
+    drop_path: float = 0.0
     causal: bool = False
     n_classes: int = 2  # 0: no sequence head
     track_channels: int = 0  # 0: no track head
@@ -134,6 +138,8 @@ class EncoderConfig:
                              f"got {self.feature_map!r}")
         if not 0 <= self.kmer_logits <= 8:
             raise ValueError(f"kmer_logits must be 0..8, got {self.kmer_logits}")
+        if not 0 <= self.drop_path < 1:
+            raise ValueError(f"drop_path must be at least 0 and below 1, got {self.drop_path}")
         if self.stem_kernel < 0 or (self.stem_kernel and self.causal):
             raise ValueError("stem_kernel must be >= 0, and 0 for a causal encoder")
         if self.causal and self.mixer not in ("softmax", *STREAMING_MIXERS):
@@ -449,6 +455,7 @@ class Block(nn.Module):
         self.mixer = Mixer(cfg, layer)
         self.norm2 = nn.RMSNorm(cfg.d_model)
         self.mlp = GatedMLP(cfg.d_model, cfg.mlp_ratio, cfg.dropout)
+        self.drop_prob = cfg.drop_path * (layer + 1) / cfg.n_layers
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         # the recompute sits inside forward, so a compiled block (Encoder.compile_blocks) traces it: the compiler
@@ -477,7 +484,15 @@ class Block(nn.Module):
         return self._mlp_residual(x)
 
     def _mixer_residual(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        return x + self._mixer_out(x, mask)
+        return x + self._drop_path(self._mixer_out(x, mask))
+
+    def _drop_path(self, y: torch.Tensor) -> torch.Tensor:
+        """Stochastic depth on a branch y (B, N, d) while training: each sequence's branch kept with probability
+        1 - p and then scaled by 1 / (1 - p), else zero."""
+        if not self.training or self.drop_prob == 0:
+            return y
+        keep = 1.0 - self.drop_prob
+        return y * (torch.rand(y.shape[0], 1, 1, device=y.device) < keep).to(y.dtype) / keep
 
     def _mixer_out(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """mixer(conv(norm1(x) * mask)): what the block adds to x before its MLP."""
@@ -499,7 +514,7 @@ class Block(nn.Module):
                          mask, out_dtype, backend="triton")
 
     def _mlp_residual(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.mlp(self.norm2(x))
+        return x + self._drop_path(self.mlp(self.norm2(x)))
 
     @torch.no_grad()
     def stream_(self, x: torch.Tensor, mask: torch.Tensor | None, chunk: int) -> None:

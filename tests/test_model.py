@@ -350,3 +350,35 @@ def test_short_conv_forms_equal_the_convolution(causal, kernel):
             a, e = max(s - conv.left, 0), min(t + conv.right, 37)
             part = conv.forward_halo(x[:, a:e], s - a, e - t)
             torch.testing.assert_close(part, want[:, s:t], rtol=1e-12, atol=1e-12)
+
+
+def test_drop_path_drops_whole_branches_per_sequence_and_only_while_training():
+    """drop_path p: block l of L keeps each sequence's mixer and MLP branch with probability 1 - p (l + 1) / L,
+    scaling a kept one by 1 / (1 - p (l + 1) / L); evaluation is the plain block (float64, odd sizes)."""
+    cfg = EncoderConfig(vocab_size=9, d_model=12, n_layers=3, n_heads=3, mixer="linear", drop_path=0.6, dropout=0.0)
+    plain = EncoderConfig(**{**cfg.to_dict(), "drop_path": 0.0})
+    torch.manual_seed(0)
+    block = Block(cfg, 1).double()
+    assert block.drop_prob == pytest.approx(0.6 * 2 / 3)
+    x = torch.randn(64, 7, 12, dtype=torch.float64)
+    mask = torch.ones(64, 7, dtype=torch.bool)
+    with torch.no_grad():
+        branch = block._mixer_out(x, mask)
+        p = block.drop_prob
+        block.train()
+        got = torch.full_like(x, float("nan"))
+        got[:] = block._mixer_residual(x, mask)
+        kept = (got - x - branch / (1 - p)).flatten(1).abs().amax(1) <= 1e-12 * branch.flatten(1).abs().amax(1)
+        dropped = (got - x).flatten(1).abs().amax(1) == 0
+        assert (kept ^ dropped).all()  # every sequence: its whole branch kept (scaled) or dropped
+        assert 10 <= int(dropped.sum()) <= 40  # p = 0.4 of 64
+        block.eval()
+        torch.testing.assert_close(block._mixer_residual(x, mask), x + branch, rtol=0, atol=0)
+    ids = torch.randint(1, 9, (5, 11))
+    torch.manual_seed(1)
+    a = Encoder(cfg).double().eval()
+    b = Encoder(plain).double().eval()
+    b.load_state_dict(a.state_dict())
+    torch.testing.assert_close(a(ids).logits, b(ids).logits, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="drop_path"):
+        EncoderConfig(drop_path=1.0)

@@ -175,12 +175,12 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     assert held["plus"]["n"] == (60_000 - 54_000) // 50 + (9_000 - 8_100) // 50 + 3
 
 
-@pytest.mark.parametrize("ema, mlm", [(0.0, 0.0), (0.8, 0.0), (0.0, 0.5)])
-def test_resume_equals_uninterrupted(tmp_path, gue_small, ema, mlm):
+@pytest.mark.parametrize("ema, mlm, drop_path", [(0.0, 0.0, 0.0), (0.8, 0.0, 0.0), (0.0, 0.5, 0.0), (0.0, 0.0, 0.3)])
+def test_resume_equals_uninterrupted(tmp_path, gue_small, ema, mlm, drop_path):
     common = ["--csv", gue_small / "train.csv", "--val-csv", gue_small / "dev.csv", "--epochs", 2,
               "--config", tmp_path / "c.yaml"]
     (tmp_path / "c.yaml").write_text(f"batch_size: 50\nd_model: 32\nn_layers: 1\ndropout: 0.2\nema_decay: {ema}\n"
-                                     f"mlm_weight: {mlm}\n")
+                                     f"mlm_weight: {mlm}\ndrop_path: {drop_path}\n")
     assert run("train", *common, "--out", tmp_path / "a").exit_code == 0
     r = run("train", *common, "--out", tmp_path / "b", "--max-steps", 8)  # stops inside epoch 2
     assert r.exit_code == 0, r.output
