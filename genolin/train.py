@@ -66,6 +66,20 @@ def lr_at(step: int, total: int, cfg: TrainConfig, min_progress: float = 0.0) ->
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+@contextlib.contextmanager
+def holding(params: list[torch.Tensor], values: list[torch.Tensor]):
+    """``params`` hold ``values`` inside (copied in), their own values again after (copied back exactly: a restore by
+    subtraction, w + e - e, need not give w)."""
+    own = [p.detach().clone() for p in params]
+    with torch.no_grad():
+        torch._foreach_copy_(params, values)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            torch._foreach_copy_(params, own)
+
+
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -236,15 +250,12 @@ class Trainer:
         params = [p for p in self.model.parameters() if p.grad is not None]
         grads = [p.grad for p in params]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-        here = [p.detach().clone() for p in params]  # copied back exactly afterwards (w + e - e need not be w)
-        with torch.no_grad():
-            torch._foreach_add_(params, torch._foreach_mul(grads, self.cfg.sam_rho / (norm.item() + 1e-12)))
+        moved = torch._foreach_add([p.detach() for p in params],
+                                   torch._foreach_mul(grads, self.cfg.sam_rho / (norm.item() + 1e-12)))
         self.optimizer.zero_grad(set_to_none=True)
-        for i, items in enumerate(group):
-            self.micro_step(items, epoch, first + i, sync=i == len(group) - 1)
-        with torch.no_grad():
-            for p, w in zip(params, here, strict=True):
-                p.copy_(w)
+        with holding(params, moved):
+            for i, items in enumerate(group):
+                self.micro_step(items, epoch, first + i, sync=i == len(group) - 1)
 
     def optimizer_step(self, lr: float) -> None:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
@@ -281,15 +292,8 @@ class Trainer:
         if not self.cfg.ema_decay or self.state["step"] == 0:  # no average before the first step
             yield
             return
-        params, averages = self._params_and_averages()
-        trained = [p.detach().clone() for p in params]
-        with torch.no_grad():
-            torch._foreach_copy_(params, averages)
-        try:
+        with holding(*self._params_and_averages()):
             yield
-        finally:
-            with torch.no_grad():
-                torch._foreach_copy_(params, trained)
 
     def stop_reason(self, t_start: float) -> str | None:
         cfg = self.cfg
@@ -343,17 +347,10 @@ class Trainer:
         (its metrics and the whole state dict with it) when it scores at least the start's ``metrics``, else
         (``metrics``, None). The model holds the start's values again after."""
         params = dict(self.model.named_parameters())
-        start = {name: params[name].detach().clone() for name in self.task.start_alternative}
-        with torch.no_grad():
-            for name, value in self.task.start_alternative.items():
-                params[name].copy_(value)
-        try:
+        alternative = self.task.start_alternative
+        with holding([params[name] for name in alternative], list(alternative.values())):
             other = self.evaluate()
             kept = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
-        finally:
-            with torch.no_grad():
-                for name, value in start.items():
-                    params[name].copy_(value)
         log.info("before training, the start's alternative: validation score %.4f against %.4f (%s)",
                  other["score"], metrics["score"], "kept" if other["score"] >= metrics["score"] else "not kept")
         return (other, kept) if other["score"] >= metrics["score"] else (metrics, None)
