@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 from genolin.errors import InputError
-from genolin.model import LENGTH_LIMITED_MIXERS, EncoderConfig
+from genolin.model import LENGTH_LIMITED_MAX_TOKENS, LENGTH_LIMITED_MIXERS, EncoderConfig
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +159,23 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # against linear attention's 48.45 (which never left its epoch-0 k-mer model) and prom_300_tata 45.09 against
 # 45.97 (one epoch in 3 min: 4x linear attention's cost per epoch at 300 nt), so tiny uses it too; the delta
 # rule's PyTorch form trained 2-4 epochs in 3 CPU minutes where linear attention trained 10.
+# Long sequences (the longest training or validation input above LONG_SEQUENCE_BP): the "sequence_long" section
+# replaces "sequence". 6-mer tokens at the stride ``long_stride`` fits to the longest input, a linear-time mixer
+# (linear attention on 2 CPU cores, the hybrid on GPUs), batches by a token budget (max_tokens; length-bucketed),
+# reverse complements and shifts as augmentation (predict then averages both strands), and attention pooling with a
+# learned score per relative position: a mean over 100 kbp dilutes a promoter's few tokens 1,000-fold, and where
+# in the input to look (the centre, say) is learned. Inputs over CHECKPOINT_TOKENS tokens recompute each block.
+LONG_SEQUENCE_BP = 1024
+LONG_TOKENS = 32_768  # long_stride: the finest stride (1, 2, 4) that keeps the longest input within these tokens
+CHECKPOINT_TOKENS = 65_536
+LONG_HEAD = dict(pooling="attention", pool_position_bins=128, stem_kernel=0, kmer_logits=0)
+
+
+def long_stride(longest_bp: int) -> int:
+    """The stride of a long-sequence run: 1, 2 or 4, the finest that holds ``longest_bp`` within LONG_TOKENS."""
+    return next((s for s in (1, 2) if -(-longest_bp // s) <= LONG_TOKENS), 4)
+
+
 PRESETS: dict[str, dict[str, dict]] = {
     # tiny: trains on 2 CPU cores (sequences: minutes; tracks: 10 minutes at most)
     "tiny": {
@@ -167,6 +184,8 @@ PRESETS: dict[str, dict[str, dict]] = {
                                   favor_features=32)),
         "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10, rc_prob=0.0,
                          model=dict(stem_kernel=15, kmer_logits=6, mixer="synthesizer")),
+        "sequence_long": dict(k=6, batch_size=16, max_tokens=2**15, epochs=15, patience=5, max_minutes=10,
+                              model=dict(mixer="linear", **LONG_HEAD)),
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=4, steps=2000, val_every_steps=250,
                       warmup_steps=100, max_minutes=10, patience=0,
                       model=dict(mixer="linear", d_model=32, n_heads=2)),
@@ -176,6 +195,8 @@ PRESETS: dict[str, dict[str, dict]] = {
         "common": dict(lr=1e-3, warmup_steps=200, model=dict(d_model=128, n_layers=4, n_heads=4, favor_features=64)),
         "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10,
                          model=dict(stem_kernel=15, mixer="synthesizer")),
+        "sequence_long": dict(k=6, batch_size=32, max_tokens=2**18, epochs=15, patience=5, max_minutes=10,
+                              model=dict(mixer="hybrid", **LONG_HEAD)),
         "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=20_000,
                       val_every_steps=1000, warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
@@ -184,6 +205,9 @@ PRESETS: dict[str, dict[str, dict]] = {
         "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
         "sequence": dict(k=1, stride=1, batch_size=32, epochs=30, patience=10,
                          model=dict(stem_kernel=15, mixer="synthesizer")),
+        # whole-block recompute: a 100 kbp sequence (25,000 tokens) in well under 2 GiB of activations
+        "sequence_long": dict(k=6, batch_size=32, max_tokens=2**18, epochs=30, patience=5, max_minutes=15,
+                              model=dict(mixer="hybrid", checkpointing=True, **LONG_HEAD)),
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=32, steps=18_000,
                       val_every_steps=1000, lr=1e-3,
                       warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),
@@ -318,14 +342,29 @@ def canonical_name(key: str, source: str) -> str:
     return f"model.{name}"
 
 
+def preset_values(preset: str, task: str, longest_bp: int | None = None) -> dict:
+    """The settings a preset gives a task, flat (``model.d_model``): a sequence task whose longest input is above
+    LONG_SEQUENCE_BP gets the "sequence_long" section, with its stride from ``long_stride`` and whole-block
+    recompute above CHECKPOINT_TOKENS tokens."""
+    long = task == "sequence" and longest_bp is not None and longest_bp > LONG_SEQUENCE_BP
+    values = {**flatten(PRESETS[preset]["common"], "preset"),
+              **flatten(PRESETS[preset]["sequence_long" if long else task], "preset")}
+    if long:
+        values["stride"] = long_stride(longest_bp)
+        if -(-longest_bp // values["stride"]) > CHECKPOINT_TOKENS:
+            values["model.checkpointing"] = True
+    return values
+
+
 def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting] | None = None,
-                source: str = "--config") -> TrainConfig:
+                source: str = "--config", *, longest_bp: int | None = None) -> TrainConfig:
     """Defaults < preset < overrides: Settings in the order given (a YAML file's, then --set, then command-line
     options), or a dict of settings from ``source``. Every value is typed and range-checked here, before any data
-    are read."""
+    are read. ``longest_bp``: the longest input of a sequence task (training and validation), which chooses the
+    preset's recipe (``preset_values``) and is checked against a length-limited mixer's limit."""
     if preset not in PRESETS:
         raise InputError(None, f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
-    values = {**flatten(PRESETS[preset]["common"], "preset"), **flatten(PRESETS[preset][task], "preset")}
+    values = preset_values(preset, task, longest_bp)
     if isinstance(overrides, dict) or overrides is None:
         overrides = [Setting(k, v, source) for k, v in flatten(overrides or {}, source).items()]
     user: dict[str, Setting] = {}
@@ -345,6 +384,24 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         where = given[-1] if given else None
         raise InputError(where.source if where else None, f"{exc} (preset {preset!r}"
                          + (", with the settings given)" if given else ")"), where.line if where else None) from None
+    if longest_bp is not None and longest_bp > LONG_SEQUENCE_BP and task == "sequence" and "model.mixer" not in user:
+        log.info("inputs of up to %s bp: the long-sequence recipe (%d-mer tokens at stride %d, %s mixer, attention "
+                 "pooling%s)", f"{longest_bp:,}", cfg.k, cfg.stride, cfg.model.mixer,
+                 ", blocks recomputed in backward" if cfg.model.checkpointing else "")
+    if task == "sequence" and longest_bp is not None and cfg.model.mixer in LENGTH_LIMITED_MIXERS:
+        tokens = max(1, -(-(longest_bp - cfg.k + 1) // cfg.stride))
+        if tokens > LENGTH_LIMITED_MAX_TOKENS:
+            item = user.get("model.mixer") or user.get("k") or user.get("stride")
+            raise InputError(item.source if item else None,
+                             f"the {cfg.model.mixer} mixer takes at most {LENGTH_LIMITED_MAX_TOKENS:,} tokens; the "
+                             f"longest input here has {longest_bp:,} bp ({tokens:,} tokens at k = {cfg.k}, stride "
+                             f"{cfg.stride}): use a linear-time mixer (--set mixer=linear, hybrid or favor)",
+                             item.line if item else None)
+    if cfg.model.kmer_logits and cfg.k != 1 and "model.kmer_logits" not in user:
+        # the preset's bag-of-k-mers term counts single bases: with k-mer tokens it is left out
+        cfg.model = dataclasses.replace(cfg.model, kmer_logits=0)
+        log.info("model.kmer_logits left out: the preset's bag-of-k-mers term needs single-base tokens (k = 1; "
+                 "here k = %d)", cfg.k)
     if cfg.model.kmer_logits and (cfg.k != 1 or task != "sequence"):
         item = user.get("model.kmer_logits") or user.get("k")
         raise InputError(item.source if item else None, "model.kmer_logits needs a sequence classifier with "

@@ -36,11 +36,12 @@ import numpy as np
 import torch
 
 from genolin import checkpoint as ckpt
+from genolin import memory
 from genolin.checkpoint import RunConfig
 from genolin.config import TrainConfig
 from genolin.device import Dist, init_distributed, peers_alive, pick_device
 from genolin.errors import InputError
-from genolin.model import LENGTH_LIMITED_MIXERS, Encoder
+from genolin.model import LENGTH_LIMITED_MIXERS, STREAMING_MIXERS, Encoder
 from genolin.progress import progress_bar
 from genolin.tasks import SequenceData, Task, TrackData, Window, get_task
 from genolin.tokenize import padded_codes, window_ids
@@ -190,9 +191,22 @@ class Predictor:
         ``rc_average`` (the shifts then drop the reverse complement's leading bases)."""
         views = [(rc, shift) for rc in ((False, True) if rc_average else (False,))
                  for shift in range(self.shift_views + 1)]
+        self.check_memory(data)
         for indices in data.batches(self.batch_size, self.max_tokens, None):
             batches = [data.collate(indices, rc=rc, shift=shift) for rc, shift in views]
             yield indices, [score(b.ids, b.mask) for b in batches]
+
+    def check_memory(self, data: SequenceData) -> None:
+        """An InputError before the first batch when the largest batch of ``data`` would not fit the device's memory
+        (``genolin.memory``), naming its longest sequence and what to change."""
+        tokens, what = data.largest_batch(self.batch_size, self.max_tokens)
+        cfg = self.model.cfg
+        longest = int(data.lengths.max()) if len(data) else 0
+        stream = cfg.mixer in STREAMING_MIXERS and longest > cfg.chunk_tokens
+        n_params = sum(m.n_parameters() for m, _ in self.members)
+        needed = memory.inference_bytes(cfg, tokens, n_params, stream=stream, amp=self.amp)
+        memory.check_fits(needed, self.device, f"scoring a batch of {tokens:,} tokens ({what})",
+                          "give fewer or shorter sequences, or a smaller --batch-size")
 
     def sequence_probs(self, data: SequenceData, *, rc_average: bool = False) -> np.ndarray:
         """(n, C) class probabilities, in the order of ``data`` (the mean over the views of ``_per_batch``)."""

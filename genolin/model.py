@@ -85,6 +85,9 @@ MIXERS = ("softmax", "linear", "favor", "hybrid", "gla", "deltanet", "gated_delt
 STREAMING_MIXERS = ("linear", "favor", "hybrid")  # the chunked streaming path and the causal step API
 SCAN_MIXERS = ("gla", "deltanet", "gated_deltanet")
 LENGTH_LIMITED_MIXERS = ("linformer", "synthesizer")  # parameters sized by max_len
+# the longest input a length-limited mixer is built for: the dense synthesizer's logits are (B, H, N, max_len), 1 GiB
+# per sequence and layer at 8,192 tokens with 4 heads in float32; longer inputs take a linear-time mixer
+LENGTH_LIMITED_MAX_TOKENS = 8192
 GLA_GATE_NORMALIZER, GLA_MIN_LOG_DECAY = 16.0, -4.0  # gla: log-decay = max(logsigmoid(.) / 16, -4) per token
 
 
@@ -118,6 +121,9 @@ class EncoderConfig:
     n_classes: int = 2  # 0: no sequence head
     track_channels: int = 0  # 0: no track head
     pooling: str = "mean"  # mean | attention
+    # attention pooling: a learned score per bin of relative position (token index / real length, this many bins)
+    # added to each token's pooling score, so a classifier can learn where in its inputs to look (0: off)
+    pool_position_bins: int = 0
     chunk_tokens: int = 16384  # per chunk, for the attention op and for streaming inference
     checkpointing: bool = False  # training: recompute each whole block in the backward pass (little memory)
     checkpoint_mlp: bool = False  # training: recompute each block's norm + MLP (its largest activations); with
@@ -133,6 +139,8 @@ class EncoderConfig:
             raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
         if self.pooling not in ("mean", "attention"):
             raise ValueError(f"pooling must be 'mean' or 'attention', got {self.pooling!r}")
+        if self.pool_position_bins < 0 or (self.pool_position_bins and self.pooling != "attention"):
+            raise ValueError("pool_position_bins must be 0, or above 0 with pooling='attention'")
         if self.feature_map not in ("elu", "relu", "exp"):
             raise ValueError(f"feature_map must be elu, relu or exp (FAVOR+ is mixer='favor'), "
                              f"got {self.feature_map!r}")
@@ -152,6 +160,9 @@ class EncoderConfig:
             raise ValueError(f"synthesizer must be 'dense' or 'random', got {self.synthesizer!r}")
         if min(self.linformer_rows, self.synthesizer_rank) < 1 or self.max_len < 0:
             raise ValueError("linformer_rows and synthesizer_rank must be 1 or more, max_len 0 or more")
+        if self.mixer in LENGTH_LIMITED_MIXERS and self.max_len > LENGTH_LIMITED_MAX_TOKENS:
+            raise ValueError(f"the {self.mixer} mixer takes at most {LENGTH_LIMITED_MAX_TOKENS:,} tokens "
+                             f"(model.max_len {self.max_len:,}); use a linear-time mixer (linear, hybrid or favor)")
         if self.mixer == "hybrid" and self.chunk_tokens % self.local_window_tokens:
             raise ValueError("chunk_tokens must be a multiple of local_window_tokens for the hybrid mixer")
 
@@ -597,6 +608,9 @@ class Encoder(nn.Module):
         self.norm = nn.RMSNorm(cfg.d_model)
         has_classes = cfg.n_classes > 0
         self.pool_score = nn.Linear(cfg.d_model, 1) if has_classes and cfg.pooling == "attention" else None
+        self.pool_position = None
+        if self.pool_score is not None and cfg.pool_position_bins:  # zero: plain attention pooling at the start
+            self.pool_position = nn.Parameter(torch.zeros(cfg.pool_position_bins))
         self.classifier = nn.Linear(cfg.d_model, cfg.n_classes) if has_classes else None
         self.track_head = nn.Linear(cfg.d_model, cfg.track_channels) if cfg.track_channels else None
         self.kmer_linear = None
@@ -693,11 +707,20 @@ class Encoder(nn.Module):
         return x
 
     def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Masked pooling (B, N, d) -> (B, d): mean over real tokens, or softmax-weighted (attention pooling)."""
+        """Masked pooling (B, N, d) -> (B, d): mean over real tokens, or softmax-weighted (attention pooling; with
+        ``pool_position_bins`` P, token i of a sequence of n real tokens adds ``pool_position[floor(P i / n)]`` to
+        its score)."""
         m = mask.unsqueeze(-1).to(hidden.dtype)
         if self.pool_score is None:
             return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)
-        scores = self.pool_score(hidden).masked_fill(~mask.unsqueeze(-1), float("-inf"))
+        scores = self.pool_score(hidden)  # (B, N, 1)
+        if self.pool_position is not None:
+            bins = self.pool_position.numel()
+            n = mask.sum(1, keepdim=True).clamp_min(1)  # (B, 1) real tokens (padding sits at the end)
+            i = torch.arange(mask.shape[1], device=mask.device)[None]  # (1, N)
+            which = torch.div(i * bins, n, rounding_mode="floor").clamp_max(bins - 1)  # (B, N)
+            scores = scores + self.pool_position[which].unsqueeze(-1).to(scores.dtype)
+        scores = scores.masked_fill(~mask.unsqueeze(-1), float("-inf"))
         weights = torch.softmax(scores, dim=1).nan_to_num(0.0)  # all-padding rows: zeros
         return (weights * hidden).sum(1)
 
@@ -756,5 +779,5 @@ def config_from_dict(values: dict) -> EncoderConfig:
     return EncoderConfig(**values)
 
 
-__all__ = ["LENGTH_LIMITED_MIXERS", "MIXERS", "SCAN_MIXERS", "STREAMING_MIXERS", "Encoder", "EncoderConfig",
-           "EncoderOutput", "config_from_dict"]
+__all__ = ["LENGTH_LIMITED_MAX_TOKENS", "LENGTH_LIMITED_MIXERS", "MIXERS", "SCAN_MIXERS", "STREAMING_MIXERS", "Encoder",
+           "EncoderConfig", "EncoderOutput", "config_from_dict"]

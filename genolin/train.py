@@ -44,12 +44,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from genolin import __version__
+from genolin import __version__, memory
 from genolin import checkpoint as ckpt
-from genolin.config import DataSpec, TrainConfig
+from genolin.config import DataSpec, Setting, TrainConfig, make_config
 from genolin.device import init_distributed, pick_device
 from genolin.errors import InputError
 from genolin.inference import Predictor, default_views, describe_views
+from genolin.io.labelled import longest_sequence_bp
 from genolin.model import Encoder, kmer_profile
 from genolin.tasks import get_task
 from genolin.tasks.masking import mask_tokens, masked_token_loss
@@ -119,6 +120,7 @@ class Trainer:
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.predictor = Predictor(self.model, self.task, self.device, batch_size=self.cfg.batch_size,
                                    max_tokens=self.cfg.max_tokens, amp=self.cfg.amp)
+        self.check_memory()
         # start_margin: how far training must beat the starting model's validation score (``validate_start``)
         self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0,
                       "done": False, "progress": 0.0, "start_margin": 0.0}
@@ -133,6 +135,17 @@ class Trainer:
             raise
         self.progress_at_start = self.state["progress"]  # the schedule's progress when this run started
         self.step_at_start, self.by_clock = self.state["step"], False
+
+    def check_memory(self) -> None:
+        """An InputError before the first step when the largest training batch (``Task.largest_batch``) would not
+        fit the device's memory by ``genolin.memory``'s estimate, naming it and the settings to change."""
+        tokens, what = self.task.largest_batch()
+        amp = self.cfg.amp and self.device.type == "cuda"
+        needed = memory.training_bytes(self.cfg.model, tokens, self.model.n_parameters(), amp=amp,
+                                       ema=self.cfg.ema_decay > 0)
+        memory.check_fits(needed, self.device, f"training on a batch of {tokens:,} tokens ({what})",
+                          f"lower max_tokens (now {self.cfg.max_tokens:,}) or batch_size, or set "
+                          f"model.checkpointing=true, a larger stride or a smaller model (--set KEY=VALUE)")
 
     def close(self) -> None:
         """Release the run directory's lock and the process group."""
@@ -222,7 +235,19 @@ class Trainer:
         return p0 + (1 - p0) * elapsed / budget
 
     def micro_step(self, items, epoch: int, b: int, *, sync: bool) -> tuple[float, int]:
-        """Forward, loss and backward of batch ``b``; DDP all-reduces only when ``sync`` (the last of a group)."""
+        """Forward, loss and backward of batch ``b``; DDP all-reduces only when ``sync`` (the last of a group).
+        Running out of memory all the same (the estimate of ``check_memory`` is not exact) is an InputError."""
+        try:
+            return self._micro_step(items, epoch, b, sync=sync)
+        except (torch.OutOfMemoryError, RuntimeError) as exc:
+            if not isinstance(exc, torch.OutOfMemoryError) and "can't allocate memory" not in str(exc):
+                raise
+            raise InputError(None, f"out of memory training on a batch of {len(items)} item(s) (the largest "
+                                   f"batch: {self.task.largest_batch()[1]}); lower max_tokens (now "
+                                   f"{self.cfg.max_tokens:,}) or batch_size, or set model.checkpointing=true "
+                                   f"(--set KEY=VALUE)") from None
+
+    def _micro_step(self, items, epoch: int, b: int, *, sync: bool) -> tuple[float, int]:
         cfg = self.cfg
         torch.manual_seed(cfg.seed * 1_000_003 + self.state["step"] * 131 + b % cfg.grad_accum)
         batch = self.task.collate(items, np.random.default_rng([cfg.seed, epoch, b])).to(self.device)
@@ -422,8 +447,9 @@ class Trainer:
         self.checkpoint(best=improved or metrics is None, metrics=metrics)
         self._log_metrics(record)
         score = "" if metrics is None else f", validation score {metrics['score']:.4f}"
-        log.info("epoch %d: loss %.4f, %.0f tokens/s%s", record["epoch"], record["train_loss"] or float("nan"),
-                 record["tokens_per_s"], score)
+        log.info("epoch %d: loss %.4f, %.0f tokens/s, %.3g items/s, peak memory %.2f GiB%s", record["epoch"],
+                 record["train_loss"] or float("nan"), record["tokens_per_s"], record["items_per_s"],
+                 record["peak_memory_gib"], score)
 
     # -- the loop ------------------------------------------------------------------------------------------------
     def train_epoch(self, total: int, t_start: float) -> tuple[dict | None, str | None]:
@@ -434,7 +460,7 @@ class Trainer:
         cfg, st = self.cfg, self.state
         epoch = st["epoch"]
         batches = self.epoch_batches(epoch)
-        losses, tokens, t_epoch, stopped = [], 0, time.monotonic(), None
+        losses, tokens, items, t_epoch, stopped = [], 0, 0, time.monotonic(), None
         with progress_bar(total=len(batches), unit="batch", desc=f"epoch {epoch + 1}/{cfg.epochs}",
                           enabled=self.progress) as bar:
             bar.update(st["batch"])
@@ -443,6 +469,7 @@ class Trainer:
                 loss, n = self.micro_step(batches[b], epoch, b, sync=boundary)
                 losses.append(loss)
                 tokens += n
+                items += len(batches[b])
                 bar.update(1)
                 if not boundary:
                     continue
@@ -461,7 +488,9 @@ class Trainer:
         seconds = time.monotonic() - t_epoch
         record = {"epoch": epoch + 1, "step": st["step"], "train_loss": float(np.mean(losses)) if losses else None,
                   "lr": lr_at(max(st["step"] - 1, 0), total, cfg, st["progress"]), "seconds": seconds,
-                  "tokens_per_s": tokens * self.dist.world / max(seconds, 1e-9)}
+                  "tokens_per_s": tokens * self.dist.world / max(seconds, 1e-9),
+                  "items_per_s": items * self.dist.world / max(seconds, 1e-9),
+                  "peak_memory_gib": peak_memory_gib(self.device)}
         return record, stopped
 
     def fit(self) -> dict:
@@ -486,10 +515,82 @@ class Trainer:
                 "stopped": stopped, "seconds": time.monotonic() - t_start}
 
 
+def peak_memory_gib(device: torch.device) -> float:
+    """The most memory this process has held: CUDA tensors on a GPU (since the last reset), else the peak RSS."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def longest_input_bp(spec: DataSpec) -> int | None:
+    """The longest sequence of a sequence task's training and validation files (None: not a sequence task, or
+    not readable, which the readers then report)."""
+    if spec.task != "sequence":
+        return None
+    paths = [p for p in (spec.csv, spec.val_csv, *spec.fasta, *spec.val_fasta) if p]
+    lengths = [longest_sequence_bp(p) for p in paths]
+    return max((n for n in lengths if n is not None), default=None)
+
+
+def configure(preset: str, settings: list[Setting], spec: DataSpec) -> TrainConfig:
+    """A new run's settings (``genolin.config.make_config``) for the data of ``spec``: a sequence task's preset
+    recipe is chosen by its longest input (long sequences: k-mer tokens, a linear-time mixer, attention pooling)."""
+    return make_config(spec.task, preset, settings, longest_bp=longest_input_bp(spec))
+
+
+def describe_model(cfg: TrainConfig) -> str:
+    """The recipe in one line: tokens, encoder, head."""
+    m = cfg.model
+    head = f"{m.pooling} pooling" + (f" with {m.pool_position_bins} position bins" if m.pool_position_bins else "")
+    kmer = f"bag-of-k-mers term k = 1..{m.kmer_logits}" if m.kmer_logits else (
+        "no bag-of-k-mers term" + (" (it needs single-base tokens, k = 1)" if cfg.k > 1 else ""))
+    return (f"{cfg.k}-mer tokens at stride {cfg.stride}; {m.n_layers} x {m.d_model} {m.mixer} blocks"
+            f"{', recomputed in backward' if m.checkpointing else ''}; {head}; {kmer}"
+            if m.n_classes else f"{cfg.k}-mer tokens at stride {cfg.stride}; {m.n_layers} x {m.d_model} {m.mixer} "
+                                f"blocks; per-token track head")
+
+
+RUN_FILES = (ckpt.CONFIG, "train.log", "metrics.jsonl", ckpt.BEST, ckpt.WEIGHTS, ckpt.LOCK)
+
+
+def _remove_unfinished(out: Path, created: bool) -> None:
+    """A new run that stopped before its first checkpoint leaves nothing behind: the files it wrote (and the folder,
+    when it made it)."""
+    import shutil
+
+    if not out.is_dir() or (out / ckpt.STATE).exists():
+        return
+    for name in RUN_FILES:
+        (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    if created:
+        with contextlib.suppress(OSError):
+            out.rmdir()  # only when empty: a folder holding the user's own files stays
+
+
 def train(cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, device: str = "auto",
           resume: bool = False, progress: bool | None = None) -> dict:
-    """Train (or continue) a run; returns a summary. The run directory is described in genolin.checkpoint."""
-    trainer = Trainer(cfg, spec, out_dir, device=device, resume=resume, progress=progress)
+    """Train (or continue) a run; returns a summary. The run directory is described in genolin.checkpoint. A new
+    run that fails before its first checkpoint removes what it wrote."""
+    out, main = Path(out_dir), int(os.environ.get("RANK", "0")) == 0
+    created = not out.exists()
+    try:
+        trainer = Trainer(cfg, spec, out_dir, device=device, resume=resume, progress=progress)
+    except BaseException:
+        if main and not resume:
+            _remove_unfinished(out, created)
+        raise
+    try:
+        return _train(trainer, spec)
+    except BaseException:
+        if main and not resume:
+            _remove_unfinished(out, created)
+        raise
+
+
+def _train(trainer: Trainer, spec: DataSpec) -> dict:
     handler = None
     if trainer.dist.main:
         handler = logging.FileHandler(trainer.out / "train.log")
@@ -499,6 +600,7 @@ def train(cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, devic
     try:
         log.info("genolin %s: %s task, %s parameters, device %s, %d process(es)", __version__, spec.task,
                  f"{trainer.model.n_parameters():,}", trainer.device, trainer.dist.world)
+        log.info("model: %s", describe_model(trainer.cfg))
         summary = trainer.fit()
     finally:
         if handler is not None:

@@ -16,7 +16,7 @@ LAYERS = [
     ["genolin.model"],
     ["genolin.config"],
     ["genolin.tasks"],
-    ["genolin.checkpoint", "genolin.device"],
+    ["genolin.checkpoint", "genolin.device", "genolin.memory"],
     ["genolin.inference"],
     ["genolin.train", "genolin.evaluate", "genolin.predict", "genolin.bench", "genolin.explain", "genolin.motifs"],
     ["genolin.cli", "genolin.__main__"],

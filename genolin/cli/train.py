@@ -26,7 +26,9 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
                    "end of each training contig).")
 @click.option("--out", metavar="RUN_DIR", help="Run directory to create (config, weights, metrics, log).")
 @click.option("--preset", type=click.Choice(["tiny", "small", "base"]), default="tiny",
-              help="Model size and budget; tiny trains on 2 CPU cores in minutes.")
+              help="Model size and budget; tiny trains on 2 CPU cores in minutes. Sequence sets whose longest input "
+                   "is over 1,024 bp get the preset's long-sequence recipe (6-mer tokens, a linear-time mixer, "
+                   "attention pooling).")
 @click.option("--config", "config_yaml", metavar="YAML",
               help="Settings overriding the preset (genolin.config.TrainConfig: k, stride, window_bp, lr, ...; the "
                    "encoder under model: d_model, n_layers, mixer, causal, ...).")
@@ -55,7 +57,8 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
     import logging
 
     from genolin import checkpoint as ckpt
-    from genolin.config import DataSpec, Setting, make_config, parse_settings, read_yaml_config
+    from genolin.config import DataSpec, Setting, parse_settings, read_yaml_config
+    from genolin.train import configure
     from genolin.train import train as run_training
 
     cli_values = {k: v for k, v in dict(seed=seed, epochs=epochs, max_steps=max_steps, max_minutes=max_minutes,
@@ -82,9 +85,9 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
                 raise click.UsageError("a sequence classifier takes one --fasta and one --val-fasta")
         settings = (read_yaml_config(config_yaml) if config_yaml else []) + parse_settings(set_values)
         settings += [Setting(k, v, f"--{k.replace('_', '-')}") for k, v in cli_values.items()]
-        cfg = make_config(task, preset, settings)
         spec = DataSpec(task=task, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss), val_fasta=list(val_fasta),
                         val_csv=val_csv, val_labels=val_labels, val_tss=list(val_tss))
+        cfg = configure(preset, settings, spec)
     summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
     logging.getLogger("genolin").info(
         "done: %d epoch(s), %d steps, best validation score %s (epoch %s) in %.1f min -> %s", summary["epochs"],

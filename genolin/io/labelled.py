@@ -29,6 +29,9 @@ from genolin.io.files import open_binary, read_text
 
 log = logging.getLogger(__name__)
 
+# csv's default field limit is 131,072 characters: a table cell may hold a chromosome
+FIELD_LIMIT = 2**31 - 1
+
 
 @dataclass
 class LabelledSet:
@@ -71,6 +74,35 @@ def _starts_with_fasta_header(path) -> bool:
         return stream.read(1 << 12).lstrip()[:1] == b">"
 
 
+def longest_sequence_bp(path: str | os.PathLike, sequence_column: str = "sequence") -> int | None:
+    """The length of the longest sequence in a FASTA or CSV/TSV file, read without checking it (the reader that
+    follows does): None when it cannot be told (no such column, unreadable file)."""
+    try:
+        if _starts_with_fasta_header(path):
+            longest = current = 0
+            rest = b""
+            with open_binary(path) as stream:
+                while block := stream.read(1 << 22):
+                    *lines, rest = (rest + block).split(b"\n")
+                    for line in lines:
+                        if line.startswith(b">"):
+                            longest, current = max(longest, current), 0
+                        else:
+                            current += len(line.strip())
+            if not rest.startswith(b">"):
+                current += len(rest.strip())
+            return max(longest, current)
+        lines = read_text(path).splitlines()
+        first = next(i for i, line in enumerate(lines) if line.strip())
+        delimiter = "\t" if "\t" in lines[first] else ","
+        csv.field_size_limit(FIELD_LIMIT)
+        rows = csv.reader(lines[first:], delimiter=delimiter)
+        column = [h.strip().lower() for h in next(rows)].index(sequence_column)
+        return max((len(row[column].strip()) for row in rows if len(row) > column), default=0)
+    except (InputError, OSError, ValueError, StopIteration, csv.Error, EOFError):
+        return None
+
+
 def read_sequences(path: str | os.PathLike) -> LabelledSet:
     """Sequences to predict, labels not needed: FASTA records, or CSV/TSV rows with a ``sequence`` column (any
     ``label`` column is ignored). Every sequence gets label 0 of the one class ``"?"``."""
@@ -98,6 +130,7 @@ def read_labelled_table(
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     header_line = lines[first]
     delimiter = "\t" if "\t" in header_line else ","
+    csv.field_size_limit(FIELD_LIMIT)
     rows = csv.reader(lines[first:], delimiter=delimiter)
     header = [h.strip() for h in next(rows)]
     lower = [h.lower() for h in header]

@@ -111,6 +111,11 @@ class Task(ABC):
         return False
 
     @abstractmethod
+    def largest_batch(self) -> tuple[int, str]:
+        """(tokens, rows x padded length, of the largest training batch; what makes it, in words), after
+        ``load_training``: what the memory guard sizes a training step by."""
+
+    @abstractmethod
     def load_training(self, spec: DataSpec) -> None:
         """Read the training and validation data of ``spec`` into ``train`` and ``val_set``."""
 

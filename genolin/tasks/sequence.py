@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from genolin.config import DataSpec, TrainConfig
 from genolin.errors import InputError
 from genolin.io.labelled import LabelledSet, load_labelled
-from genolin.model import LENGTH_LIMITED_MIXERS, kmer_profile
+from genolin.model import LENGTH_LIMITED_MAX_TOKENS, LENGTH_LIMITED_MIXERS, kmer_profile
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
 from genolin.tokenize import BASES, kmer_ids, n_tokens, reverse_complement, reverse_complement_map
@@ -88,6 +88,15 @@ class SequenceData:
 
     def batches(self, batch_size: int, max_tokens: int, rng: np.random.Generator | None = None) -> list[list[int]]:
         return length_batches(self.lengths, batch_size, max_tokens, rng)
+
+    def largest_batch(self, batch_size: int, max_tokens: int, what: str = "") -> tuple[int, str]:
+        """(padded tokens of the largest batch ``batches`` can make, at most; its longest sequence in words): a
+        batch holds at most ``batch_size`` rows and ``max_tokens`` tokens, or one sequence longer than that."""
+        i = int(np.argmax(self.lengths))
+        longest = int(self.lengths[i])
+        tokens = min(batch_size * longest, max(max_tokens, longest))
+        return tokens, (f"the longest {what + ' ' if what else ''}sequence {self.dataset.ids[i]!r}: "
+                        f"{len(self.dataset.seqs[i]):,} bp, {longest:,} tokens")
 
     def collate(self, indices: list[int], rng: np.random.Generator | None = None, *, rc_prob: float = 0.0,
                 max_shift: int = 0, rc: bool = False, shift: int = 0, mutate_prob: float = 0.0) -> Batch:
@@ -206,6 +215,9 @@ class SequenceTask(Task):
     def longest_tokens(self) -> int:
         return int(max(d.lengths.max() for d in (self.train, self.val_set) if d is not None and len(d)))
 
+    def largest_batch(self) -> tuple[int, str]:
+        return self.train.largest_batch(self.cfg.batch_size, self.cfg.max_tokens, "training")
+
     # -- training ----------------------------------------------------------------------------------------------
     def _data(self, fasta: str | None, csv: str | None, labels: str | None, *, classes=None,
               min_classes: int = 2) -> SequenceData:
@@ -213,13 +225,21 @@ class SequenceTask(Task):
         return self._fits(SequenceData(dataset, k=self.cfg.k, stride=self.cfg.stride))
 
     def _fits(self, data: SequenceData) -> SequenceData:
-        """``data``, or an InputError naming the first sequence longer than a length-limited mixer takes."""
+        """``data``, or an InputError naming the first sequence longer than a length-limited mixer takes (its
+        model.max_len, or when training sets that, LENGTH_LIMITED_MAX_TOKENS)."""
         model = self.cfg.model
-        if model.mixer in LENGTH_LIMITED_MIXERS and model.max_len and len(data) and data.lengths.max() > model.max_len:
-            i = int(np.argmax(data.lengths > model.max_len))
-            raise InputError(data.dataset.source, f"sequence {data.dataset.ids[i]!r} has {data.lengths[i]:,} tokens, "
-                                                  f"more than the {model.mixer} mixer's model.max_len "
-                                                  f"({model.max_len}); train with --set model.max_len=N")
+        limit = model.max_len or LENGTH_LIMITED_MAX_TOKENS
+        if model.mixer in LENGTH_LIMITED_MIXERS and len(data) and data.lengths.max() > limit:
+            i = int(np.argmax(data.lengths > limit))
+            n = int(data.lengths[i])
+            if model.max_len and n <= LENGTH_LIMITED_MAX_TOKENS:
+                fix = f"train with --set model.max_len={n}"
+            else:
+                fix = (f"the {model.mixer} mixer takes at most {LENGTH_LIMITED_MAX_TOKENS:,}: train with a "
+                       f"linear-time mixer (--set mixer=linear, hybrid or favor)")
+            what = f"model.max_len ({model.max_len:,})" if model.max_len else "limit"
+            raise InputError(data.dataset.source, f"sequence {data.dataset.ids[i]!r} has {n:,} tokens, more than the "
+                                                  f"{model.mixer} mixer's {what}; {fix}")
         return data
 
     def load_training(self, spec: DataSpec) -> None:

@@ -435,6 +435,10 @@ class TrackTask(Task):
     def longest_tokens(self) -> int:
         return self.cfg.window_bp // self.cfg.stride
 
+    def largest_batch(self) -> tuple[int, str]:
+        return (self.cfg.batch_size * self.longest_tokens(),
+                f"{self.cfg.batch_size} windows of {self.cfg.window_bp:,} bp, {self.longest_tokens():,} tokens each")
+
     # -- training ----------------------------------------------------------------------------------------------
     def load_training(self, spec: DataSpec) -> None:
         cfg = self.cfg

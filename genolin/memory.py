@@ -1,0 +1,143 @@
+"""Memory a batch needs, against what the device has: the guard that stops a run before its first step (or a
+prediction before its first batch) with one line instead of an allocator's error.
+
+    training_bytes(cfg, tokens, n_params)   weights, gradients, AdamW's two moments and the activations that a
+                                            batch of ``tokens`` (rows x padded length) keeps for backward
+    inference_bytes(cfg, tokens, n_params)  weights and the few activations a forward without gradients holds
+    available_bytes(device)                 free GPU memory, or the RAM the process may still take
+    check_fits(needed, device, what, fix)   an InputError when the estimate is over what is available
+
+The activation coefficients are float32 elements per token per layer in units of d_model, read off the tensors
+autograd saves (``saved_tensors_hooks``, tests/test_memory.py holds the estimate above the measured bytes for every
+mixer) with some room added: the transient buffers of a backward pass (the gradients of one layer's activations)
+and the allocator's rounding are not counted there.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from genolin.errors import InputError
+from genolin.model import EncoderConfig
+
+GIB = 2**30
+# float32 elements saved for backward per token and layer, in units of d_model (measured: linear 30.3, hybrid 32.5,
+# softmax 25.3, fnet 22.2, linformer 28.4, gla 53.4, deltanet 85.2; the MLP's share is 13.6)
+ACTIVATION_D = {"gla": 58.0, "deltanet": 92.0, "gated_deltanet": 96.0}
+DEFAULT_ACTIVATION_D = 36.0
+MLP_ACTIVATION_D = 13.0  # what checkpoint_mlp recomputes instead of keeping
+BLOCK_INPUT_D = 1.0  # a whole-block recompute keeps each block's input
+EXTRA_D = 6.0  # embedding, stem, final norm and head outputs, per token
+# bf16 autocast on CUDA keeps most activations in bfloat16 (some, like norms' statistics and attention states, in
+# float32): bytes per float32-counted element
+AMP_FACTOR = 0.65
+HEADROOM = 1.15  # allocator rounding and fragmentation
+
+
+def _mixer_extra(cfg: EncoderConfig) -> float:
+    """Elements per token and layer beyond the d_model multiples: per-head terms that do not scale with d."""
+    if cfg.mixer == "favor":  # random features of q and k and their exponentials, per head
+        return 6.0 * cfg.n_heads * cfg.favor_features
+    if cfg.mixer == "synthesizer":  # each token's logits over max_len keys, and their softmax
+        return 2.0 * cfg.n_heads * cfg.max_len
+    if cfg.mixer == "hybrid":  # the local softmax's scores over its window
+        return 1.0 * cfg.n_heads * cfg.local_window_tokens
+    return 0.0
+
+
+def layer_elements(cfg: EncoderConfig) -> float:
+    """float32 elements one layer saves for backward per token, without recomputation."""
+    return ACTIVATION_D.get(cfg.mixer, DEFAULT_ACTIVATION_D) * cfg.d_model + _mixer_extra(cfg)
+
+
+def training_bytes(cfg: EncoderConfig, tokens: int, n_params: int, *, amp: bool = False, ema: bool = False) -> int:
+    """Peak bytes of one training step on a batch of ``tokens`` tokens (rows x padded length): the weights, their
+    gradients and AdamW's two moments (and a weight average with ``ema``), the activations kept for backward (with
+    checkpointing: each block's input, plus one block's activations while it is recomputed) and the gradients of
+    one layer's activations in flight during backward."""
+    full = layer_elements(cfg)
+    if cfg.checkpointing:
+        kept = cfg.n_layers * BLOCK_INPUT_D * cfg.d_model + full
+    elif cfg.checkpoint_mlp:
+        kept = cfg.n_layers * (full - MLP_ACTIVATION_D * cfg.d_model) + MLP_ACTIVATION_D * cfg.d_model
+    else:
+        kept = cfg.n_layers * full
+    per_token = (kept + full + EXTRA_D * cfg.d_model) * 4 * (AMP_FACTOR if amp else 1.0)
+    weights = n_params * 4 * (5 if ema else 4)
+    return int(HEADROOM * (weights + per_token * tokens))
+
+
+def inference_bytes(cfg: EncoderConfig, tokens: int, n_params: int, *, stream: bool, amp: bool = False) -> int:
+    """Peak bytes of a forward pass without gradients on ``tokens`` tokens: the weights, the residual stream and a
+    few (tokens, d) buffers; the mixer's activations of one layer at a time, over chunks of ``chunk_tokens`` when
+    the pass streams (linear-time mixers on inputs longer than a chunk)."""
+    layer = layer_elements(cfg) - MLP_ACTIVATION_D * cfg.d_model / 2  # no dropout masks or saved inputs
+    rows_tokens = min(tokens, cfg.chunk_tokens) if stream else tokens
+    per_token = (EXTRA_D + 4) * cfg.d_model * 4
+    return int(HEADROOM * (n_params * 4 + per_token * tokens
+                           + layer * 4 * (AMP_FACTOR if amp else 1.0) * rows_tokens))
+
+
+def _cgroup_room() -> int | None:
+    """Bytes this process's cgroup (v2 or v1) may still take, where it sets a limit."""
+    for limit_path, usage_path in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_path) as fh:
+                limit = fh.read().strip()
+            with open(usage_path) as fh:
+                usage = int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 2**60:
+            return max(int(limit) - usage, 0)
+    return None
+
+
+def available_bytes(device: torch.device) -> int:
+    """What a new allocation may still take: on CUDA the GPU's free memory plus what PyTorch's allocator holds
+    unused; on a CPU the kernel's MemAvailable, or less under a cgroup limit. GENOLIN_MEMORY_GIB, where set,
+    replaces the reading (to plan for a smaller machine, and in tests)."""
+    given = os.environ.get("GENOLIN_MEMORY_GIB")
+    if given:
+        return int(float(given) * GIB)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    room = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    room = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    if room is None:
+        try:
+            room = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return 2**62  # no reading: no guard
+    cgroup = _cgroup_room()
+    return min(room, cgroup) if cgroup is not None else room
+
+
+def gib(n: int | float) -> str:
+    return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{math.ceil(n / 2**20)} MiB"
+
+
+def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
+    """An InputError naming ``what`` (the batch and its longest input), the estimate, what the device has, and
+    ``fix`` (the settings to change), when ``needed`` bytes are more than ``available_bytes``."""
+    room = available_bytes(device)
+    if needed > room:
+        where = "GPU memory" if device.type == "cuda" else "memory (RAM)"
+        raise InputError(None, f"{what} needs about {gib(needed)}, more than the {gib(room)} of {where} available; "
+                               f"{fix}")
+
+
+__all__ = ["available_bytes", "check_fits", "inference_bytes", "training_bytes"]

@@ -1,0 +1,309 @@
+"""Long sequences: the length-aware recipe, position-aware attention pooling, the memory guard, inputs of any length."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from conftest import ECOLI_BGZ, GUE_TATA
+
+from genolin import memory
+from genolin.cli import cli
+from genolin.config import LONG_SEQUENCE_BP, long_stride, make_config
+from genolin.errors import InputError
+from genolin.io.fasta import read_fasta
+from genolin.io.labelled import load_labelled, longest_sequence_bp, read_sequences
+from genolin.model import Encoder, EncoderConfig
+
+RNG = np.random.default_rng(0)
+
+
+def run(*args, env=None):
+    return CliRunner(env=env).invoke(cli, [*map(str, args)])
+
+
+def random_dna(n: int, rng=RNG) -> str:
+    return "".join(rng.choice(list("ACGT"), n))
+
+
+@pytest.fixture(scope="module")
+def genome() -> str:
+    (rec,) = read_fasta(ECOLI_BGZ)
+    return rec.seq.decode()
+
+
+@pytest.fixture(scope="module")
+def long_set(tmp_path_factory, genome):
+    """12 training and 6 validation windows of 3-6 kbp of E. coli, labelled by a planted motif at the centre."""
+    d = tmp_path_factory.mktemp("long")
+    rng = np.random.default_rng(1)
+    for name, n in (("train", 12), ("val", 6)):
+        rows = ["id,sequence,label"]
+        for i in range(n):
+            length = int(rng.integers(3000, 6001))
+            start = int(rng.integers(0, len(genome) - length))
+            seq = genome[start:start + length]
+            if i % 2:
+                c = length // 2
+                seq = seq[:c] + "TTGACAATTAATCATCGGCTCGTATAATGTGTGG" + seq[c + 34:]
+            rows.append(f"{name}{i},{seq},{i % 2}")
+        (d / f"{name}.csv").write_text("\n".join(rows) + "\n")
+    return d
+
+
+# -- inputs of any length ------------------------------------------------------------------------------------------
+
+def test_a_table_row_longer_than_csvs_field_limit_is_read(tmp_path):
+    """Python's csv stops at 131,072 characters a field; a 300 kbp row is read whole, labelled and unlabelled."""
+    seqs = [random_dna(300_000), random_dna(80)]
+    path = tmp_path / "t.csv"
+    path.write_text("id,sequence,label\n" + "".join(f"s{i},{s},{i}\n" for i, s in enumerate(seqs)))
+    data = load_labelled(path)
+    assert [len(s) for s in data.seqs] == [300_000, 80] and data.seqs[0] == seqs[0].encode()
+    assert len(read_sequences(path).seqs[0]) == 300_000
+    assert longest_sequence_bp(path) == 300_000
+    tsv = tmp_path / "t.tsv"
+    tsv.write_text("sequence\tlabel\n" + seqs[0] + "\t1\n" + seqs[1] + "\t0\n")
+    assert len(load_labelled(tsv).seqs[0]) == 300_000
+
+
+def test_longest_sequence_of_fasta_and_tables(tmp_path):
+    fa = tmp_path / "a.fa"
+    fa.write_text(">a\nACGT\nAC\n\n>b label=1\n" + "A" * 70 + "\r\nCC\n>c\nA")
+    assert longest_sequence_bp(fa) == 72
+    assert longest_sequence_bp(GUE_TATA / "train.csv") == 70
+    bad = tmp_path / "b.csv"
+    bad.write_text("id,seq\nx,ACGT\n")  # no sequence column: not told here; the reader reports it
+    assert longest_sequence_bp(bad) is None
+
+
+# -- the length-aware recipe ----------------------------------------------------------------------------------------
+
+def test_long_stride_keeps_the_longest_input_within_the_token_budget():
+    assert [long_stride(n) for n in (2_000, 32_768, 32_769, 65_536, 65_537, 100_000, 10**6)] == [1, 1, 2, 2, 4, 4, 4]
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small", "base"])
+def test_short_sets_keep_the_measured_recipe_and_long_ones_get_k_mers_and_a_linear_time_mixer(preset):
+    short = make_config("sequence", preset, longest_bp=LONG_SEQUENCE_BP)
+    assert (short.k, short.model.mixer, short.model.pooling) == (1, "synthesizer", "mean")
+    assert make_config("sequence", preset) == short  # no length given: the short recipe, as before
+    long = make_config("sequence", preset, longest_bp=100_000)
+    assert (long.k, long.stride) == (6, 4)
+    assert long.model.mixer in ("linear", "hybrid", "favor") and long.model.kmer_logits == 0
+    assert (long.model.pooling, long.model.pool_position_bins) == ("attention", 128)
+    assert long.rc_prob > 0 and long.max_tokens <= 2**18
+    assert make_config("sequence", preset, longest_bp=20_000).stride == 1
+    assert make_config("sequence", preset, longest_bp=10**6).model.checkpointing  # 250,000 tokens: recomputed
+    # the user's settings win over the recipe
+    mine = make_config("sequence", preset, {"stride": 2, "mixer": "favor", "pooling": "mean",
+                                            "pool_position_bins": 0}, longest_bp=100_000)
+    assert (mine.stride, mine.model.mixer, mine.model.pooling) == (2, "favor", "mean")
+
+
+def test_k_mer_tokens_with_the_default_preset_leave_the_bag_of_k_mers_term_out(caplog):
+    with caplog.at_level(logging.INFO, logger="genolin"):
+        cfg = make_config("sequence", "tiny", {"k": 6, "stride": 2})
+    assert (cfg.k, cfg.stride, cfg.model.kmer_logits) == (6, 2, 0)
+    assert "model.kmer_logits left out" in caplog.text
+    with pytest.raises(InputError, match="kmer_logits needs a sequence classifier with single-base tokens"):
+        make_config("sequence", "tiny", {"k": 6, "kmer_logits": 6})  # asked for by name: refused
+
+
+def test_a_length_limited_mixer_on_long_inputs_names_its_limit_and_the_alternative():
+    with pytest.raises(InputError) as err:
+        make_config("sequence", "tiny", {"mixer": "synthesizer"}, source="--set mixer=synthesizer",
+                    longest_bp=100_000)
+    text = str(err.value)
+    assert text.startswith("--set mixer=synthesizer: the synthesizer mixer takes at most 8,192 tokens")
+    assert "100,000 bp" in text and "mixer=linear, hybrid or favor" in text
+    with pytest.raises(InputError, match="linformer mixer takes at most 8,192 tokens"):
+        make_config("sequence", "small", {"mixer": "linformer", "k": 1, "stride": 1}, longest_bp=20_000)
+    with pytest.raises(InputError, match="takes at most 8,192 tokens"):
+        make_config("sequence", "tiny", {"max_len": 20_000})
+
+
+# -- position-aware attention pooling -------------------------------------------------------------------------------
+
+def _pool_reference(hidden, mask, score_w, score_b, position):
+    """Attention pooling written out per sequence in float64: softmax over real tokens of w . h + b + p[bin]."""
+    out = []
+    for h, m in zip(hidden, mask, strict=True):
+        n = int(m.sum())
+        bins = [min(i * len(position) // n, len(position) - 1) for i in range(n)]
+        s = h[:n] @ score_w + score_b + position[bins]
+        a = torch.softmax(s, 0)
+        out.append((a[:, None] * h[:n]).sum(0))
+    return torch.stack(out)
+
+
+def test_position_pooling_equals_its_definition_forward_and_backward_in_float64():
+    torch.manual_seed(0)
+    cfg = EncoderConfig(vocab_size=9, d_model=12, n_layers=1, n_heads=3, pooling="attention", pool_position_bins=7)
+    model = Encoder(cfg).double()
+    with torch.no_grad():
+        model.pool_position.normal_()
+    lengths = [13, 5, 29]
+    hidden = torch.randn(3, 29, 12, dtype=torch.float64)
+    mask = torch.arange(29)[None] < torch.tensor(lengths)[:, None]
+    pooled = torch.full((3, 12), float("nan"), dtype=torch.float64)
+    pooled = model.pool(hidden, mask)
+    ref = _pool_reference(hidden, mask, model.pool_score.weight[0], model.pool_score.bias[0], model.pool_position)
+    assert torch.linalg.norm(pooled - ref) / torch.linalg.norm(ref) < 1e-12
+    g = torch.randn_like(ref)
+    grads = torch.autograd.grad((pooled * g).sum(), [model.pool_position, model.pool_score.weight])
+    grads_ref = torch.autograd.grad((ref * g).sum(), [model.pool_position, model.pool_score.weight])
+    for a, b in zip(grads, grads_ref, strict=True):
+        assert torch.linalg.norm(a - b) / torch.linalg.norm(b) < 1e-12
+    assert grads[0].abs().sum() > 0  # the positions learn
+
+
+def test_position_pooling_starts_as_plain_attention_pooling_and_ignores_padding():
+    torch.manual_seed(1)
+    base = EncoderConfig(vocab_size=9, d_model=16, n_layers=1, n_heads=4, pooling="attention", mixer="linear")
+    plain, binned = Encoder(base), Encoder(EncoderConfig(**{**base.to_dict(), "pool_position_bins": 16}))
+    binned.load_state_dict(plain.state_dict(), strict=False)
+    ids = torch.randint(5, 9, (2, 40))
+    ids[1, 25:] = 0  # padding
+    assert torch.equal(binned.pool_position, torch.zeros(16))
+    assert torch.allclose(plain.eval()(ids).logits, binned.eval()(ids).logits, atol=1e-6)
+    with torch.no_grad():
+        binned.pool_position.normal_()
+    alone = binned(ids[1:, :25]).logits
+    assert torch.allclose(binned(ids).logits[1:], alone, atol=1e-5)
+    with pytest.raises(ValueError, match="pool_position_bins"):
+        EncoderConfig(pool_position_bins=8)  # mean pooling has no scores
+
+
+# -- the memory estimate --------------------------------------------------------------------------------------------
+
+def _saved_bytes(model: Encoder, ids: torch.Tensor) -> int:
+    """Bytes of the tensors autograd keeps for backward, each storage once."""
+    seen = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(ids)
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize(("mixer", "recompute"), [
+    *((m, (False, False)) for m in ("linear", "hybrid", "favor", "softmax", "gla", "deltanet", "fnet", "synthesizer",
+                                    "linformer")),
+    *((m, r) for m in ("linear", "hybrid", "synthesizer") for r in ((True, False), (False, True), (True, True)))])
+def test_the_training_estimate_covers_what_autograd_keeps(mixer, recompute):
+    """The estimate is above the bytes saved for backward with the weights, gradients and AdamW's moments (and
+    under recompute, one block's activations, rebuilt while its backward runs), and within 4x of that: neither a
+    guard that lets an out-of-memory through nor one that refuses for nothing."""
+    torch.manual_seed(0)
+    n, layers = (383 if mixer in ("gla", "deltanet") else 1023), 3  # the scans' PyTorch form is slow on a CPU
+    settings = dict(vocab_size=4101, d_model=48, n_layers=layers, n_heads=4, mixer=mixer, chunk_tokens=512,
+                    max_len=n, dropout=0.1, pooling="attention", pool_position_bins=16, favor_features=32)
+    cfg = EncoderConfig(**settings, checkpointing=recompute[0], checkpoint_mlp=recompute[1])
+    model = Encoder(cfg).train()
+    ids = torch.randint(5, 4101, (2, n))
+    saved = _saved_bytes(model, ids)
+    one_block = _saved_bytes(Encoder(EncoderConfig(**{**settings, "n_layers": 1})).train(), ids)
+    needed = saved + model.n_parameters() * 4 * 4 + (one_block if any(recompute) else 0)
+    estimate = memory.training_bytes(cfg, 2 * n, model.n_parameters())
+    assert needed < estimate < 4 * needed
+
+
+def test_the_estimate_scales_with_tokens_and_recompute():
+    cfg = make_config("sequence", "base", longest_bp=100_000).model
+    cfg = EncoderConfig(**{**cfg.to_dict(), "vocab_size": 4101})
+    one = memory.training_bytes(cfg, 25_000, 10**7, amp=True)
+    ten = memory.training_bytes(cfg, 250_000, 10**7, amp=True)
+    assert 9 < (ten - 2 * 10**8) / (one - 2 * 10**8) < 11
+    assert one < 2 * 2**30  # base with whole-block recompute: a 100 kbp sequence in under 2 GiB
+    plain = EncoderConfig(**{**cfg.to_dict(), "checkpointing": False})
+    assert memory.training_bytes(plain, 25_000, 10**7, amp=True) > 2 * one
+
+
+def test_available_memory_is_read_and_can_be_set(monkeypatch):
+    assert memory.available_bytes(torch.device("cpu")) > 2**20
+    monkeypatch.setenv("GENOLIN_MEMORY_GIB", "0.5")
+    assert memory.available_bytes(torch.device("cpu")) == 2**29
+    with pytest.raises(InputError, match=r"needs about 1.0 GiB, more than the 0.5 GiB of memory \(RAM\) available; "
+                                         r"do less"):
+        memory.check_fits(2**30, torch.device("cpu"), "this", "do less")
+
+
+# -- the command line -----------------------------------------------------------------------------------------------
+
+def test_train_stops_before_its_first_step_when_the_largest_batch_would_not_fit(tmp_path, long_set):
+    """One line naming the longest sequence and the settings to change, exit status 1, and no run folder left."""
+    out = tmp_path / "run"
+    r = run("train", "--csv", long_set / "train.csv", "--val-csv", long_set / "val.csv", "--out", out,
+            env={"GENOLIN_MEMORY_GIB": "0.01"})
+    assert r.exit_code == 1, r.output
+    line = r.output.strip().splitlines()[-1]
+    assert line.startswith("genolin: error: training on a batch of") and "the longest training sequence 'train" in line
+    assert re.search(r"bp, [\d,]+ tokens\) needs about [\d.]+ [MG]iB, more than the 11 MiB of memory \(RAM\) "
+                     r"available; lower max_tokens \(now 32,768\)", line)
+    assert "Traceback" not in r.output and not out.exists()
+    (tmp_path / "mine").mkdir()  # a folder the user made stays, emptied of what the run wrote
+    (tmp_path / "mine" / "notes.txt").write_text("x")
+    r = run("train", "--csv", long_set / "train.csv", "--out", tmp_path / "mine", env={"GENOLIN_MEMORY_GIB": "0.01"})
+    assert r.exit_code == 1 and sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path, long_set):
+    """A bad validation file is found after the run folder is made: the folder goes, and a re-run is accepted."""
+    bad = tmp_path / "val.csv"
+    bad.write_text("id,sequence,label\nx,ACGTACGT,7\n")  # a class the training set does not have
+    out = tmp_path / "run"
+    r = run("train", "--csv", long_set / "train.csv", "--val-csv", bad, "--out", out)
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert not out.exists()
+
+
+def test_long_sequences_train_by_default_and_predict_longer_ones(tmp_path, long_set, genome):
+    """The default preset on 3-6 kbp sequences: 6-mer tokens, linear attention, attention pooling over relative
+    positions, the recipe in the run log; predict scores a 40 kbp sequence (longer than any in training) and a
+    table row over csv's field limit."""
+    out = tmp_path / "run"
+    r = run("train", "--csv", long_set / "train.csv", "--val-csv", long_set / "val.csv", "--out", out, "--epochs", 2)
+    assert r.exit_code == 0, r.output
+    config = json.loads((out / "config.json").read_text())["train"]
+    assert (config["k"], config["stride"], config["model"]["mixer"]) == (6, 1, "linear")
+    assert config["model"]["pool_position_bins"] == 128 and config["model"]["kmer_logits"] == 0
+    log = (out / "train.log").read_text()
+    assert "6-mer tokens at stride 1; 2 x 64 linear blocks; attention pooling with 128 position bins" in log
+    assert "no bag-of-k-mers term" in log
+    record = json.loads((out / "metrics.jsonl").read_text().splitlines()[-2])
+    assert record["items_per_s"] > 0 and record["peak_memory_gib"] > 0
+    fasta = tmp_path / "new.fa"
+    fasta.write_text(f">far\n{genome[:40_000]}\n>near\n{genome[50_000:54_000]}\n")
+    r = run("predict", "--model", out, "--fasta", fasta, "--out", tmp_path / "p.tsv", "--shift-average", 0)
+    assert r.exit_code == 0, r.output
+    rows = [line.split("\t") for line in (tmp_path / "p.tsv").read_text().splitlines()]
+    assert [row[:2] for row in rows[1:]] == [["far", "40000"], ["near", "4000"]]
+    assert all(0 <= float(row[2]) <= 1 for row in rows[1:])
+    table = tmp_path / "big.csv"
+    table.write_text(f"id,sequence\nbig,{genome[:150_000]}\n")
+    r = run("predict", "--model", out, "--csv", table, "--out", tmp_path / "q.tsv", "--no-rc-average",
+            "--shift-average", 0)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "q.tsv").read_text().splitlines()[1].startswith("big\t150000\t")
+    r = run("predict", "--model", out, "--csv", table, "--out", tmp_path / "z.tsv", env={"GENOLIN_MEMORY_GIB": "0.001"})
+    assert r.exit_code == 1 and "scoring a batch of" in r.output and "'big': 150,000 bp" in r.output
+    assert not (tmp_path / "z.tsv").exists()
+
+
+def test_k_mer_tokens_with_the_default_preset_train_on_short_sets(tmp_path):
+    lines = (GUE_TATA / "train.csv").read_text().splitlines()
+    (tmp_path / "t.csv").write_text("\n".join(lines[:101]) + "\n")
+    r = run("train", "--csv", tmp_path / "t.csv", "--out", tmp_path / "run", "--set", "k=6", "--set", "stride=2",
+            "--max-steps", 3)
+    assert r.exit_code == 0, r.output
+    config = json.loads((tmp_path / "run" / "config.json").read_text())["train"]
+    assert (config["k"], config["stride"], config["model"]["kmer_logits"]) == (6, 2, 0)
