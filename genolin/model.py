@@ -88,6 +88,9 @@ LENGTH_LIMITED_MIXERS = ("linformer", "synthesizer")  # parameters sized by max_
 # the longest input a length-limited mixer is built for: the dense synthesizer's logits are (B, H, N, max_len), 1 GiB
 # per sequence and layer at 8,192 tokens with 4 heads in float32; longer inputs take a linear-time mixer
 LENGTH_LIMITED_MAX_TOKENS = 8192
+# attention pooling's score per position bin is this times its parameter: AdamW moves a parameter by about lr a step,
+# and a bin's score must move by several units to focus the pooling (0.001 a step: thousands of steps)
+POOL_POSITION_SCALE = 32.0
 GLA_GATE_NORMALIZER, GLA_MIN_LOG_DECAY = 16.0, -4.0  # gla: log-decay = max(logsigmoid(.) / 16, -4) per token
 
 
@@ -708,8 +711,8 @@ class Encoder(nn.Module):
 
     def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Masked pooling (B, N, d) -> (B, d): mean over real tokens, or softmax-weighted (attention pooling; with
-        ``pool_position_bins`` P, token i of a sequence of n real tokens adds ``pool_position[floor(P i / n)]`` to
-        its score)."""
+        ``pool_position_bins`` P, token i of a sequence of n real tokens adds POOL_POSITION_SCALE x
+        ``pool_position[floor(P i / n)]`` to its score)."""
         m = mask.unsqueeze(-1).to(hidden.dtype)
         if self.pool_score is None:
             return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)
@@ -719,7 +722,7 @@ class Encoder(nn.Module):
             n = mask.sum(1, keepdim=True).clamp_min(1)  # (B, 1) real tokens (padding sits at the end)
             i = torch.arange(mask.shape[1], device=mask.device)[None]  # (1, N)
             which = torch.div(i * bins, n, rounding_mode="floor").clamp_max(bins - 1)  # (B, N)
-            scores = scores + self.pool_position[which].unsqueeze(-1).to(scores.dtype)
+            scores = scores + (POOL_POSITION_SCALE * self.pool_position[which]).unsqueeze(-1).to(scores.dtype)
         scores = scores.masked_fill(~mask.unsqueeze(-1), float("-inf"))
         weights = torch.softmax(scores, dim=1).nan_to_num(0.0)  # all-padding rows: zeros
         return (weights * hidden).sum(1)

@@ -18,7 +18,7 @@ from genolin.config import LONG_SEQUENCE_BP, long_stride, make_config
 from genolin.errors import InputError
 from genolin.io.fasta import read_fasta
 from genolin.io.labelled import load_labelled, longest_sequence_bp, read_sequences
-from genolin.model import Encoder, EncoderConfig
+from genolin.model import POOL_POSITION_SCALE, Encoder, EncoderConfig
 
 RNG = np.random.default_rng(0)
 
@@ -136,7 +136,7 @@ def _pool_reference(hidden, mask, score_w, score_b, position):
     for h, m in zip(hidden, mask, strict=True):
         n = int(m.sum())
         bins = [min(i * len(position) // n, len(position) - 1) for i in range(n)]
-        s = h[:n] @ score_w + score_b + position[bins]
+        s = h[:n] @ score_w + score_b + POOL_POSITION_SCALE * position[bins]
         a = torch.softmax(s, 0)
         out.append((a[:, None] * h[:n]).sum(0))
     return torch.stack(out)
