@@ -205,9 +205,10 @@ PRESETS: dict[str, dict[str, dict]] = {
         "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
         "sequence": dict(k=1, stride=1, batch_size=32, epochs=30, patience=10,
                          model=dict(stem_kernel=15, mixer="synthesizer")),
-        # whole-block recompute: a 100 kbp sequence (25,000 tokens) in well under 2 GiB of activations
+        # the MLP recomputed in backward: 100 kbp sequences in 1.4 GiB each (2.2 without, 0.6 recomputing whole
+        # blocks), and the fastest of the three on an H100 (docs/benchmarks.md)
         "sequence_long": dict(k=6, batch_size=32, max_tokens=2**18, epochs=30, patience=5, max_minutes=15,
-                              model=dict(mixer="hybrid", checkpointing=True, **LONG_HEAD)),
+                              model=dict(mixer="hybrid", checkpoint_mlp=True, **LONG_HEAD)),
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=32, steps=18_000,
                       val_every_steps=1000, lr=1e-3,
                       warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),
@@ -246,6 +247,8 @@ RULES: dict[str, tuple] = {
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "ema_decay": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "compile_memory_budget": (lambda v: 0 < v <= 1, "above 0 and at most 1"),
+    "model.pool_position_scale": (lambda v: 0 < v <= 1e4, "above 0 and at most 10000"),
+    "model.pool_position_bins": (lambda v: 0 <= v <= 2**16, "from 0 to 65536"),
     "compile_mode": (lambda v: v in COMPILE_MODES, " or ".join(COMPILE_MODES)),
     "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "mutate_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),

@@ -127,6 +127,7 @@ class EncoderConfig:
     # attention pooling: a learned score per bin of relative position (token index / real length, this many bins)
     # added to each token's pooling score, so a classifier can learn where in its inputs to look (0: off)
     pool_position_bins: int = 0
+    pool_position_scale: float = 32.0  # a bin's score is this times its parameter (see POOL_POSITION_SCALE)
     chunk_tokens: int = 16384  # per chunk, for the attention op and for streaming inference
     checkpointing: bool = False  # training: recompute each whole block in the backward pass (little memory)
     checkpoint_mlp: bool = False  # training: recompute each block's norm + MLP (its largest activations); with
@@ -722,7 +723,7 @@ class Encoder(nn.Module):
             n = mask.sum(1, keepdim=True).clamp_min(1)  # (B, 1) real tokens (padding sits at the end)
             i = torch.arange(mask.shape[1], device=mask.device)[None]  # (1, N)
             which = torch.div(i * bins, n, rounding_mode="floor").clamp_max(bins - 1)  # (B, N)
-            scores = scores + (POOL_POSITION_SCALE * self.pool_position[which]).unsqueeze(-1).to(scores.dtype)
+            scores = scores + (self.cfg.pool_position_scale * self.pool_position[which]).unsqueeze(-1).to(scores.dtype)
         scores = scores.masked_fill(~mask.unsqueeze(-1), float("-inf"))
         weights = torch.softmax(scores, dim=1).nan_to_num(0.0)  # all-padding rows: zeros
         return (weights * hidden).sum(1)
