@@ -347,16 +347,28 @@ def canonical_name(key: str, source: str) -> str:
 
 def preset_values(preset: str, task: str, longest_bp: int | None = None) -> dict:
     """The settings a preset gives a task, flat (``model.d_model``): a sequence task whose longest input is above
-    LONG_SEQUENCE_BP gets the "sequence_long" section, with its stride from ``long_stride`` and whole-block
-    recompute above CHECKPOINT_TOKENS tokens."""
-    long = task == "sequence" and longest_bp is not None and longest_bp > LONG_SEQUENCE_BP
+    LONG_SEQUENCE_BP gets the "sequence_long" section, with its stride from ``long_stride``."""
     values = {**flatten(PRESETS[preset]["common"], "preset"),
-              **flatten(PRESETS[preset]["sequence_long" if long else task], "preset")}
-    if long:
+              **flatten(PRESETS[preset]["sequence_long" if is_long(task, longest_bp) else task], "preset")}
+    if is_long(task, longest_bp):
         values["stride"] = long_stride(longest_bp)
-        if -(-longest_bp // values["stride"]) > CHECKPOINT_TOKENS:
-            values["model.checkpointing"] = True
     return values
+
+
+def is_long(task: str, longest_bp: int | None) -> bool:
+    return task == "sequence" and longest_bp is not None and longest_bp > LONG_SEQUENCE_BP
+
+
+def _fit_recipe(values: dict, user: dict, longest_bp: int | None) -> None:
+    """The long-sequence recipe's choices that follow the user's settings (in place on the flat ``values``): a
+    stride no larger than k (every base in some token), whole-block recompute above CHECKPOINT_TOKENS tokens, and
+    no position bins under mean pooling; each unless the user set it."""
+    if "stride" not in user and values["stride"] > values["k"]:
+        values["stride"] = values["k"]
+    if "model.checkpointing" not in user and -(-longest_bp // values["stride"]) > CHECKPOINT_TOKENS:
+        values["model.checkpointing"] = True
+    if values.get("model.pooling") == "mean" and "model.pool_position_bins" not in user:
+        values["model.pool_position_bins"] = 0
 
 
 def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting] | None = None,
@@ -377,6 +389,14 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         values.pop("steps", None)  # epochs asked for: the schedule is epochs of windows_per_epoch windows
         values.pop("val_every_steps", None)
     values.update({key: coerce(item, key) for key, item in user.items()})
+    if is_long(task, longest_bp):
+        _fit_recipe(values, user, longest_bp)
+    limited = values.get("model.mixer") in LENGTH_LIMITED_MIXERS
+    if limited and values.get("model.max_len", 0) > LENGTH_LIMITED_MAX_TOKENS:
+        item = user.get("model.max_len") or user.get("model.mixer")
+        raise item.error(f"the {values['model.mixer']} mixer takes at most {LENGTH_LIMITED_MAX_TOKENS:,} tokens "
+                         f"(model.max_len {values['model.max_len']:,}); use a linear-time mixer (--set mixer=linear, "
+                         f"or hybrid, favor)")
     train = {k: v for k, v in values.items() if not k.startswith("model.")}
     model = {k.removeprefix("model."): v for k, v in values.items() if k.startswith("model.")}
     given = [item for key, item in user.items() if key.startswith("model.")]
@@ -387,10 +407,10 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         where = given[-1] if given else None
         raise InputError(where.source if where else None, f"{exc} (preset {preset!r}"
                          + (", with the settings given)" if given else ")"), where.line if where else None) from None
-    if longest_bp is not None and longest_bp > LONG_SEQUENCE_BP and task == "sequence" and "model.mixer" not in user:
-        log.info("inputs of up to %s bp: the long-sequence recipe (%d-mer tokens at stride %d, %s mixer, attention "
-                 "pooling%s)", f"{longest_bp:,}", cfg.k, cfg.stride, cfg.model.mixer,
-                 ", blocks recomputed in backward" if cfg.model.checkpointing else "")
+    if is_long(task, longest_bp):
+        log.info("inputs of up to %s bp (over %s): the long-sequence recipe (%d-mer tokens at stride %d, %s mixer, "
+                 "%s pooling%s)", f"{longest_bp:,}", f"{LONG_SEQUENCE_BP:,}", cfg.k, cfg.stride, cfg.model.mixer,
+                 cfg.model.pooling, ", blocks recomputed in backward" if cfg.model.checkpointing else "")
     if task == "sequence" and longest_bp is not None and cfg.model.mixer in LENGTH_LIMITED_MIXERS:
         tokens = max(1, -(-(longest_bp - cfg.k + 1) // cfg.stride))
         if tokens > LENGTH_LIMITED_MAX_TOKENS:
@@ -398,7 +418,7 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
             raise InputError(item.source if item else None,
                              f"the {cfg.model.mixer} mixer takes at most {LENGTH_LIMITED_MAX_TOKENS:,} tokens; the "
                              f"longest input here has {longest_bp:,} bp ({tokens:,} tokens at k = {cfg.k}, stride "
-                             f"{cfg.stride}): use a linear-time mixer (--set mixer=linear, hybrid or favor)",
+                             f"{cfg.stride}): use a linear-time mixer (--set mixer=linear, or hybrid, favor)",
                              item.line if item else None)
     if cfg.model.kmer_logits and cfg.k != 1 and "model.kmer_logits" not in user:
         # the preset's bag-of-k-mers term counts single bases: with k-mer tokens it is left out

@@ -194,7 +194,15 @@ class Predictor:
         self.check_memory(data)
         for indices in data.batches(self.batch_size, self.max_tokens, None):
             batches = [data.collate(indices, rc=rc, shift=shift) for rc, shift in views]
-            yield indices, [score(b.ids, b.mask) for b in batches]
+            try:
+                scores = [score(b.ids, b.mask) for b in batches]
+            except (torch.OutOfMemoryError, RuntimeError) as exc:  # the estimate of check_memory is not exact
+                if not memory.is_out_of_memory(exc):
+                    raise
+                raise InputError(data.dataset.source, f"out of memory scoring a batch of {len(indices)} "
+                                                      f"sequence(s) of up to {int(data.lengths[indices].max()):,} "
+                                                      f"tokens; give a smaller --batch-size") from None
+            yield indices, scores
 
     def check_memory(self, data: SequenceData) -> None:
         """An InputError before the first batch when the largest batch of ``data`` would not fit the device's memory

@@ -8,7 +8,7 @@ prediction before its first batch) with one line instead of an allocator's error
     check_fits(needed, device, what, fix)   an InputError when the estimate is over what is available
 
 The activation coefficients are float32 elements per token per layer in units of d_model, read off the tensors
-autograd saves (``saved_tensors_hooks``, tests/test_memory.py holds the estimate above the measured bytes for every
+autograd saves (``saved_tensors_hooks``; tests/test_long.py holds the estimate above the measured bytes for every
 mixer) with some room added: the transient buffers of a backward pass (the gradients of one layer's activations)
 and the allocator's rounding are not counted there.
 """
@@ -106,7 +106,13 @@ def available_bytes(device: torch.device) -> int:
     replaces the reading (to plan for a smaller machine, and in tests)."""
     given = os.environ.get("GENOLIN_MEMORY_GIB")
     if given:
-        return int(float(given) * GIB)
+        try:
+            gib_given = float(given)
+        except ValueError:
+            gib_given = -1.0
+        if not 0 < gib_given < 1e6:
+            raise InputError("GENOLIN_MEMORY_GIB", f"expected a number of GiB above 0, got {given!r}")
+        return int(gib_given * GIB)
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
@@ -132,6 +138,12 @@ def gib(n: int | float) -> str:
     return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{math.ceil(n / 2**20)} MiB"
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception is an allocator's out-of-memory (CUDA's, or the CPU allocator's RuntimeError)."""
+    return isinstance(exc, torch.OutOfMemoryError) or (isinstance(exc, RuntimeError)
+                                                       and "can't allocate memory" in str(exc))
+
+
 def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
     """An InputError naming ``what`` (the batch and its longest input), the estimate, what the device has, and
     ``fix`` (the settings to change), when ``needed`` bytes are more than ``available_bytes``."""
@@ -142,4 +154,4 @@ def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
                                f"{fix}")
 
 
-__all__ = ["available_bytes", "check_fits", "inference_bytes", "training_bytes"]
+__all__ = ["available_bytes", "check_fits", "inference_bytes", "is_out_of_memory", "training_bytes"]

@@ -85,8 +85,8 @@ MIXERS = ("softmax", "linear", "favor", "hybrid", "gla", "deltanet", "gated_delt
 STREAMING_MIXERS = ("linear", "favor", "hybrid")  # the chunked streaming path and the causal step API
 SCAN_MIXERS = ("gla", "deltanet", "gated_deltanet")
 LENGTH_LIMITED_MIXERS = ("linformer", "synthesizer")  # parameters sized by max_len
-# the longest input a length-limited mixer is built for: the dense synthesizer's logits are (B, H, N, max_len), 1 GiB
-# per sequence and layer at 8,192 tokens with 4 heads in float32; longer inputs take a linear-time mixer
+# the longest input new runs may give a length-limited mixer (genolin.config, SequenceTask): the dense synthesizer's
+# logits are (B, H, N, max_len), 1 GiB per sequence and layer at 8,192 tokens with 4 heads in float32
 LENGTH_LIMITED_MAX_TOKENS = 8192
 # attention pooling's score per position bin is this times its parameter: AdamW moves a parameter by about lr a step,
 # and a bin's score must move by several units to focus the pooling (0.001 a step: thousands of steps)
@@ -127,7 +127,7 @@ class EncoderConfig:
     # attention pooling: a learned score per bin of relative position (token index / real length, this many bins)
     # added to each token's pooling score, so a classifier can learn where in its inputs to look (0: off)
     pool_position_bins: int = 0
-    pool_position_scale: float = 32.0  # a bin's score is this times its parameter (see POOL_POSITION_SCALE)
+    pool_position_scale: float = POOL_POSITION_SCALE  # a bin's score is this times its parameter
     chunk_tokens: int = 16384  # per chunk, for the attention op and for streaming inference
     checkpointing: bool = False  # training: recompute each whole block in the backward pass (little memory)
     checkpoint_mlp: bool = False  # training: recompute each block's norm + MLP (its largest activations); with
@@ -164,9 +164,6 @@ class EncoderConfig:
             raise ValueError(f"synthesizer must be 'dense' or 'random', got {self.synthesizer!r}")
         if min(self.linformer_rows, self.synthesizer_rank) < 1 or self.max_len < 0:
             raise ValueError("linformer_rows and synthesizer_rank must be 1 or more, max_len 0 or more")
-        if self.mixer in LENGTH_LIMITED_MIXERS and self.max_len > LENGTH_LIMITED_MAX_TOKENS:
-            raise ValueError(f"the {self.mixer} mixer takes at most {LENGTH_LIMITED_MAX_TOKENS:,} tokens "
-                             f"(model.max_len {self.max_len:,}); use a linear-time mixer (linear, hybrid or favor)")
         if self.mixer == "hybrid" and self.chunk_tokens % self.local_window_tokens:
             raise ValueError("chunk_tokens must be a multiple of local_window_tokens for the hybrid mixer")
 
@@ -712,7 +709,7 @@ class Encoder(nn.Module):
 
     def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Masked pooling (B, N, d) -> (B, d): mean over real tokens, or softmax-weighted (attention pooling; with
-        ``pool_position_bins`` P, token i of a sequence of n real tokens adds POOL_POSITION_SCALE x
+        ``pool_position_bins`` P, token i of a sequence of n real tokens adds ``pool_position_scale`` x
         ``pool_position[floor(P i / n)]`` to its score)."""
         m = mask.unsqueeze(-1).to(hidden.dtype)
         if self.pool_score is None:

@@ -143,9 +143,15 @@ class Trainer:
         amp = self.cfg.amp and self.device.type == "cuda"
         needed = memory.training_bytes(self.cfg.model, tokens, self.model.n_parameters(), amp=amp,
                                        ema=self.cfg.ema_decay > 0)
-        memory.check_fits(needed, self.device, f"training on a batch of {tokens:,} tokens ({what})",
-                          f"lower max_tokens (now {self.cfg.max_tokens:,}) or batch_size, or set "
-                          f"model.checkpointing=true, a larger stride or a smaller model (--set KEY=VALUE)")
+        memory.check_fits(needed, self.device, f"training on a batch of {tokens:,} tokens ({what})", self._memory_fix())
+
+    def _memory_fix(self) -> str:
+        """The settings that make the largest training batch smaller, in words."""
+        cfg = self.cfg
+        fewer = "" if self.task.largest_batch()[0] <= self.task.longest_tokens() else \
+            f"lower max_tokens (now {cfg.max_tokens:,}) or batch_size, or "
+        recompute = "" if cfg.model.checkpointing else "model.checkpointing=true, "
+        return f"{fewer}set {recompute}a larger stride or a smaller model (--set KEY=VALUE)"
 
     def close(self) -> None:
         """Release the run directory's lock and the process group."""
@@ -240,12 +246,10 @@ class Trainer:
         try:
             return self._micro_step(items, epoch, b, sync=sync)
         except (torch.OutOfMemoryError, RuntimeError) as exc:
-            if not isinstance(exc, torch.OutOfMemoryError) and "can't allocate memory" not in str(exc):
+            if not memory.is_out_of_memory(exc):
                 raise
-            raise InputError(None, f"out of memory training on a batch of {len(items)} item(s) (the largest "
-                                   f"batch: {self.task.largest_batch()[1]}); lower max_tokens (now "
-                                   f"{self.cfg.max_tokens:,}) or batch_size, or set model.checkpointing=true "
-                                   f"(--set KEY=VALUE)") from None
+            raise InputError(None, f"out of memory training on a batch of {len(items)} item(s) ("
+                                   f"{self.task.largest_batch()[1]}); {self._memory_fix()}") from None
 
     def _micro_step(self, items, epoch: int, b: int, *, sync: bool) -> tuple[float, int]:
         cfg = self.cfg
@@ -461,6 +465,8 @@ class Trainer:
         epoch = st["epoch"]
         batches = self.epoch_batches(epoch)
         losses, tokens, items, t_epoch, stopped = [], 0, 0, time.monotonic(), None
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
         with progress_bar(total=len(batches), unit="batch", desc=f"epoch {epoch + 1}/{cfg.epochs}",
                           enabled=self.progress) as bar:
             bar.update(st["batch"])
@@ -516,7 +522,8 @@ class Trainer:
 
 
 def peak_memory_gib(device: torch.device) -> float:
-    """The most memory this process has held: CUDA tensors on a GPU (since the last reset), else the peak RSS."""
+    """The most memory this process has held: CUDA tensors on a GPU (since the last reset: this epoch), else the
+    peak RSS of the process."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**30
     import resource
@@ -552,41 +559,45 @@ def describe_model(cfg: TrainConfig) -> str:
                                 f"blocks; per-token track head")
 
 
-RUN_FILES = (ckpt.CONFIG, "train.log", "metrics.jsonl", ckpt.BEST, ckpt.WEIGHTS, ckpt.LOCK)
+RUN_FILES = (ckpt.CONFIG, "train.log", "metrics.jsonl", ckpt.BEST, ckpt.WEIGHTS, ckpt.LOCK, "checkpoints")
 
 
-def _remove_unfinished(out: Path, created: bool) -> None:
-    """A new run that stopped before its first checkpoint leaves nothing behind: the files it wrote (and the folder,
-    when it made it)."""
+def _remove_unfinished(out: Path, before: set[str], created: bool) -> None:
+    """A new run that stopped before its first checkpoint leaves nothing behind: the run files it wrote (not those
+    in ``before``, which were there already), and the folder when it made it and nothing else is in it."""
     import shutil
 
     if not out.is_dir() or (out / ckpt.STATE).exists():
         return
-    for name in RUN_FILES:
-        (out / name).unlink(missing_ok=True)
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    for name in set(RUN_FILES) - before:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     if created:
         with contextlib.suppress(OSError):
-            out.rmdir()  # only when empty: a folder holding the user's own files stays
+            out.rmdir()  # only when empty
 
 
 def train(cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, device: str = "auto",
           resume: bool = False, progress: bool | None = None) -> dict:
     """Train (or continue) a run; returns a summary. The run directory is described in genolin.checkpoint. A new
-    run that fails before its first checkpoint removes what it wrote."""
-    out, main = Path(out_dir), int(os.environ.get("RANK", "0")) == 0
+    run that fails after taking its folder and before its first checkpoint removes what it wrote there."""
+    out = Path(out_dir)
     created = not out.exists()
+    before = {name for name in RUN_FILES if (out / name).exists()}
     try:
         trainer = Trainer(cfg, spec, out_dir, device=device, resume=resume, progress=progress)
     except BaseException:
-        if main and not resume:
-            _remove_unfinished(out, created)
+        if created and out.is_dir() and not any(out.iterdir()):  # e.g. made for a lock another run holds: empty
+            out.rmdir()
         raise
     try:
         return _train(trainer, spec)
     except BaseException:
-        if main and not resume:
-            _remove_unfinished(out, created)
+        if trainer.dist.main and not resume:  # this process holds the folder's lock (or did until just now)
+            _remove_unfinished(out, before, created)
         raise
 
 

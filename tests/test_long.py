@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 
 import numpy as np
@@ -72,6 +73,18 @@ def test_a_table_row_longer_than_csvs_field_limit_is_read(tmp_path):
     assert len(load_labelled(tsv).seqs[0]) == 300_000
 
 
+def test_ten_megabase_records_are_read_from_fasta_and_tables(tmp_path):
+    seq = np.frombuffer(b"ACGT", np.uint8)[RNG.integers(0, 4, 10_000_000)].tobytes()
+    fa = tmp_path / "big.fa"
+    fa.write_bytes(b">big label=1\n" + seq + b"\n>small label=0\nACGTACGT\n")
+    table = tmp_path / "big.tsv"
+    table.write_bytes(b"id\tsequence\tlabel\nbig\t" + seq + b"\t1\nsmall\tACGTACGT\t0\n")
+    for path in (fa, table):
+        data = load_labelled(path)
+        assert data.ids == ["big", "small"] and data.seqs[0] == seq and list(data.labels) == [1, 0]
+        assert longest_sequence_bp(path) == 10_000_000
+
+
 def test_longest_sequence_of_fasta_and_tables(tmp_path):
     fa = tmp_path / "a.fa"
     fa.write_text(">a\nACGT\nAC\n\n>b label=1\n" + "A" * 70 + "\r\nCC\n>c\nA")
@@ -100,10 +113,15 @@ def test_short_sets_keep_the_measured_recipe_and_long_ones_get_k_mers_and_a_line
     assert long.rc_prob > 0 and long.max_tokens <= 2**18
     assert make_config("sequence", preset, longest_bp=20_000).stride == 1
     assert make_config("sequence", preset, longest_bp=10**6).model.checkpointing  # 250,000 tokens: recomputed
-    # the user's settings win over the recipe
-    mine = make_config("sequence", preset, {"stride": 2, "mixer": "favor", "pooling": "mean",
-                                            "pool_position_bins": 0}, longest_bp=100_000)
-    assert (mine.stride, mine.model.mixer, mine.model.pooling) == (2, "favor", "mean")
+    # the user's settings win over the recipe, and the recipe follows them
+    mine = make_config("sequence", preset, {"stride": 2, "mixer": "favor", "pooling": "mean"}, longest_bp=100_000)
+    assert (mine.stride, mine.model.mixer, mine.model.pooling, mine.model.pool_position_bins) == (2, "favor", "mean", 0)
+    assert make_config("sequence", preset, {"k": 3}, longest_bp=100_000).stride == 3  # every base in some token
+    assert make_config("sequence", preset, {"k": 1}, longest_bp=20_000).stride == 1
+    fine = make_config("sequence", preset, {"stride": 1}, longest_bp=200_000)
+    assert fine.model.checkpointing  # 200,000 tokens at the user's stride: blocks recomputed
+    assert not make_config("sequence", preset, {"stride": 1, "checkpointing": False},
+                           longest_bp=200_000).model.checkpointing
 
 
 def test_k_mer_tokens_with_the_default_preset_leave_the_bag_of_k_mers_term_out(caplog):
@@ -121,22 +139,24 @@ def test_a_length_limited_mixer_on_long_inputs_names_its_limit_and_the_alternati
                     longest_bp=100_000)
     text = str(err.value)
     assert text.startswith("--set mixer=synthesizer: the synthesizer mixer takes at most 8,192 tokens")
-    assert "100,000 bp" in text and "mixer=linear, hybrid or favor" in text
+    assert "100,000 bp" in text and "(--set mixer=linear, or hybrid, favor)" in text
     with pytest.raises(InputError, match="linformer mixer takes at most 8,192 tokens"):
         make_config("sequence", "small", {"mixer": "linformer", "k": 1, "stride": 1}, longest_bp=20_000)
-    with pytest.raises(InputError, match="takes at most 8,192 tokens"):
-        make_config("sequence", "tiny", {"max_len": 20_000})
+    with pytest.raises(InputError, match="max_len=20000: setting 'max_len': the synthesizer mixer takes at most 8,192"):
+        make_config("sequence", "tiny", {"max_len": 20_000}, source="--set max_len=20000")
+    EncoderConfig(mixer="synthesizer", max_len=20_000)  # a run saved with it still loads
 
 
 # -- position-aware attention pooling -------------------------------------------------------------------------------
 
 def _pool_reference(hidden, mask, score_w, score_b, position):
-    """Attention pooling written out per sequence in float64: softmax over real tokens of w . h + b + p[bin]."""
+    """Attention pooling written out per sequence in float64: softmax over real tokens of w . h + b + p[bin], p the
+    bins' scores."""
     out = []
     for h, m in zip(hidden, mask, strict=True):
         n = int(m.sum())
         bins = [min(i * len(position) // n, len(position) - 1) for i in range(n)]
-        s = h[:n] @ score_w + score_b + POOL_POSITION_SCALE * position[bins]
+        s = h[:n] @ score_w + score_b + position[bins]
         a = torch.softmax(s, 0)
         out.append((a[:, None] * h[:n]).sum(0))
     return torch.stack(out)
@@ -144,16 +164,17 @@ def _pool_reference(hidden, mask, score_w, score_b, position):
 
 def test_position_pooling_equals_its_definition_forward_and_backward_in_float64():
     torch.manual_seed(0)
-    cfg = EncoderConfig(vocab_size=9, d_model=12, n_layers=1, n_heads=3, pooling="attention", pool_position_bins=7)
+    cfg = EncoderConfig(vocab_size=9, d_model=12, n_layers=1, n_heads=3, pooling="attention", pool_position_bins=7,
+                        pool_position_scale=3.5)
     model = Encoder(cfg).double()
     with torch.no_grad():
         model.pool_position.normal_()
     lengths = [13, 5, 29]
     hidden = torch.randn(3, 29, 12, dtype=torch.float64)
     mask = torch.arange(29)[None] < torch.tensor(lengths)[:, None]
-    pooled = torch.full((3, 12), float("nan"), dtype=torch.float64)
     pooled = model.pool(hidden, mask)
-    ref = _pool_reference(hidden, mask, model.pool_score.weight[0], model.pool_score.bias[0], model.pool_position)
+    ref = _pool_reference(hidden, mask, model.pool_score.weight[0], model.pool_score.bias[0],
+                          3.5 * model.pool_position)
     assert torch.linalg.norm(pooled - ref) / torch.linalg.norm(ref) < 1e-12
     g = torch.randn_like(ref)
     grads = torch.autograd.grad((pooled * g).sum(), [model.pool_position, model.pool_score.weight])
@@ -178,6 +199,7 @@ def test_position_pooling_starts_as_plain_attention_pooling_and_ignores_padding(
     assert torch.allclose(binned(ids).logits[1:], alone, atol=1e-5)
     with pytest.raises(ValueError, match="pool_position_bins"):
         EncoderConfig(pool_position_bins=8)  # mean pooling has no scores
+    assert EncoderConfig().pool_position_scale == POOL_POSITION_SCALE
 
 
 # -- the memory estimate --------------------------------------------------------------------------------------------
@@ -259,14 +281,40 @@ def test_train_stops_before_its_first_step_when_the_largest_batch_would_not_fit(
     assert r.exit_code == 1 and sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
 
 
-def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path, long_set):
-    """A bad validation file is found after the run folder is made: the folder goes, and a re-run is accepted."""
-    bad = tmp_path / "val.csv"
-    bad.write_text("id,sequence,label\nx,ACGTACGT,7\n")  # a class the training set does not have
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path, long_set, monkeypatch):
+    """A failure after the run folder was made (here: in the first epoch) removes what the run wrote, and the
+    folder when the run made it; files that were there before stay."""
+    from genolin.train import Trainer
+
+    def fail(self):
+        assert (self.out / "config.json").exists() and (self.out / ".lock").exists()
+        raise RuntimeError("stopped in the first epoch")
+
+    monkeypatch.setattr(Trainer, "fit", fail)
     out = tmp_path / "run"
-    r = run("train", "--csv", long_set / "train.csv", "--val-csv", bad, "--out", out)
-    assert r.exit_code == 1 and "Traceback" not in r.output
+    r = run("train", "--csv", long_set / "train.csv", "--out", out, "--set", "d_model=16")
+    assert r.exit_code == 1 and "stopped in the first epoch" in r.output
     assert not out.exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")  # there before (a run's config.json is rewritten by the next run)
+    (mine / "notes.txt").write_text("x")
+    r = run("train", "--csv", long_set / "train.csv", "--out", mine, "--set", "d_model=16")
+    assert r.exit_code == 1 and sorted(p.name for p in mine.iterdir()) == ["config.json", "notes.txt"]
+
+
+def test_a_folder_in_use_by_another_run_is_left_alone(tmp_path, long_set):
+    from genolin.checkpoint import lock_run_dir
+
+    out = tmp_path / "busy"
+    fd = lock_run_dir(out)
+    (out / "config.json").write_text("the other run's")
+    try:
+        r = run("train", "--csv", long_set / "train.csv", "--out", out)
+        assert r.exit_code == 1 and "is in use by another genolin train" in r.output
+        assert (out / "config.json").read_text() == "the other run's" and (out / ".lock").exists()
+    finally:
+        os.close(fd)
 
 
 def test_long_sequences_train_by_default_and_predict_longer_ones(tmp_path, long_set, genome):
@@ -310,3 +358,31 @@ def test_k_mer_tokens_with_the_default_preset_train_on_short_sets(tmp_path):
     assert r.exit_code == 0, r.output
     config = json.loads((tmp_path / "run" / "config.json").read_text())["train"]
     assert (config["k"], config["stride"], config["model"]["kmer_logits"]) == (6, 2, 0)
+
+
+def test_running_out_of_memory_all_the_same_is_one_line(tmp_path, monkeypatch):
+    """The estimate is not exact: an allocator's out-of-memory in a training step or while scoring still stops
+    with one line naming what ran out and what to change."""
+    from genolin.inference import Predictor
+    from genolin.train import Trainer
+
+    lines = (GUE_TATA / "train.csv").read_text().splitlines()
+    (tmp_path / "t.csv").write_text("\n".join(lines[:41]) + "\n")
+
+    def no_memory(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:119] DefaultCPUAllocator: can't allocate memory")
+
+    with monkeypatch.context() as m:
+        m.setattr(Trainer, "_micro_step", no_memory)
+        r = run("train", "--csv", tmp_path / "t.csv", "--out", tmp_path / "oom", "--set", "d_model=16")
+    assert r.exit_code == 1 and "genolin: error: out of memory training on a batch of" in r.output
+    assert "the longest training sequence" in r.output and not (tmp_path / "oom").exists()
+    r = run("train", "--csv", tmp_path / "t.csv", "--out", tmp_path / "ok", "--set", "d_model=16", "--max-steps", 1)
+    assert r.exit_code == 0, r.output
+    monkeypatch.setattr(Predictor, "_forward", no_memory)
+    r = run("predict", "--model", tmp_path / "ok", "--csv", tmp_path / "t.csv", "--out", tmp_path / "p.tsv")
+    assert r.exit_code == 1 and "t.csv: out of memory scoring a batch of" in r.output and "--batch-size" in r.output
+    assert "Traceback" not in r.output and not (tmp_path / "p.tsv").exists()
+    r = run("predict", "--model", tmp_path / "ok", "--csv", tmp_path / "t.csv", "--out", tmp_path / "p.tsv",
+            env={"GENOLIN_MEMORY_GIB": "lots"})
+    assert r.exit_code == 1 and "GENOLIN_MEMORY_GIB: expected a number of GiB above 0, got 'lots'" in r.output

@@ -235,9 +235,9 @@ class SequenceTask(Task):
             if model.max_len and n <= LENGTH_LIMITED_MAX_TOKENS:
                 fix = f"train with --set model.max_len={n}"
             else:
-                fix = (f"the {model.mixer} mixer takes at most {LENGTH_LIMITED_MAX_TOKENS:,}: train with a "
-                       f"linear-time mixer (--set mixer=linear, hybrid or favor)")
-            what = f"model.max_len ({model.max_len:,})" if model.max_len else "limit"
+                fix = (f"the {model.mixer} mixer takes at most {LENGTH_LIMITED_MAX_TOKENS:,} tokens: train with a "
+                       f"linear-time mixer (--set mixer=linear, or hybrid, favor)")
+            what = f"model.max_len ({model.max_len:,})" if model.max_len else f"limit ({limit:,})"
             raise InputError(data.dataset.source, f"sequence {data.dataset.ids[i]!r} has {n:,} tokens, more than the "
                                                   f"{model.mixer} mixer's {what}; {fix}")
         return data
