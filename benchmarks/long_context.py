@@ -48,6 +48,9 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gue_promoters import kmer_features  # noqa: E402  (the same k-mer profile as the GUE benchmark's baseline)
+
 GENOLIN = [sys.executable, "-m", "genolin", "-q"]  # the CLI, as a subprocess
 GENOMES = {  # name -> (FASTA, TSS BED6) under --shared, species
     "ECOLI_K12": ("ecoli_k12/NC_000913.3.fa.bgz", "ecoli_k12/regulondb_10.9_tss.bed", "E. coli K-12"),
@@ -228,27 +231,6 @@ def prepare_data(args, genomes: dict, data_dir: Path) -> dict:
 
 
 # -- baseline --------------------------------------------------------------------------------------------------------
-def kmer_features(seqs: list[bytes], ks=range(1, 7)):
-    """(n, sum 4^k) float32: per k, k-mer counts divided by the number of k-mers (non-ACGT k-mers skipped)."""
-    from scipy import sparse
-
-    from genolin.tokenize import N_SPECIAL, UNK, kmer_ids
-
-    blocks = []
-    for k in ks:
-        rows, cols = [], []
-        for i, s in enumerate(seqs):
-            ids = kmer_ids(s, k)
-            ids = ids[ids != UNK] - N_SPECIAL
-            rows.append(np.full(len(ids), i))
-            cols.append(ids)
-        r, c = np.concatenate(rows), np.concatenate(cols)
-        m = sparse.csr_matrix((np.ones(len(r), np.float32), (r, c)), shape=(len(seqs), 4**k))
-        norm = np.asarray(m.sum(axis=1)).ravel()
-        blocks.append(sparse.diags(1.0 / np.maximum(norm, 1)) @ m)
-    return sparse.hstack(blocks).tocsr()
-
-
 def kmer_baseline(genomes: dict, held: str, features: dict) -> dict:
     """The k-mer regression on the central 1 kb, trained on the other genomes (C on dev MCC), scored on ``held``.
     ``features``: genome name -> its examples' feature matrix (computed once, shared by every held-out genome)."""

@@ -386,3 +386,26 @@ def test_running_out_of_memory_all_the_same_is_one_line(tmp_path, monkeypatch):
     r = run("predict", "--model", tmp_path / "ok", "--csv", tmp_path / "t.csv", "--out", tmp_path / "p.tsv",
             env={"GENOLIN_MEMORY_GIB": "lots"})
     assert r.exit_code == 1 and "GENOLIN_MEMORY_GIB: expected a number of GiB above 0, got 'lots'" in r.output
+
+
+@pytest.mark.slow
+def test_the_long_context_benchmark_runs_end_to_end(tmp_path):
+    """benchmarks/long_context.py on a sliver of its data: windows of two lengths from the shared genomes, one held
+    out, one seed, the regression beside, the tables and JSON written."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, shared_file
+
+    shared_file("bacteria/CJEJUNI_2/CJEJUNI_2.fasta.gz")
+    shared_file("ecoli_k12/regulondb_10.9_tss.bed")
+    out = tmp_path / "lc"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "long_context.py"), "--lengths", "1000,2000",
+                           "--max-per-genome", "12", "--seeds", "0", "--held-out", "CJEJUNI_2", "--max-minutes", "0.2",
+                           "--set", "d_model=16", "--data-dir", str(tmp_path / "data"), "--work", str(tmp_path / "w"),
+                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.with_suffix(".json").read_text())
+    rows = [r for r in result["rows"] if r.get("held_out") == "CJEJUNI_2"]
+    assert {r.get("length") for r in rows} >= {1000, 2000}
+    assert "design document 000" in out.with_suffix(".md").read_text().lower()
