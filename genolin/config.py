@@ -205,8 +205,8 @@ PRESETS: dict[str, dict[str, dict]] = {
         "common": dict(lr=5e-4, warmup_steps=500, model=dict(d_model=256, n_layers=6, n_heads=8, favor_features=128)),
         "sequence": dict(k=1, stride=1, batch_size=32, epochs=30, patience=10,
                          model=dict(stem_kernel=15, mixer="synthesizer")),
-        # the MLP recomputed in backward: 100 kbp sequences in 1.4 GiB each (2.2 without, 0.6 recomputing whole
-        # blocks), and the fastest of the three on an H100 (docs/benchmarks.md, "Long-context classification")
+        # the MLP recomputed in backward: the fastest recompute setting within 2 GiB per 100 kbp sequence
+        # (docs/benchmarks.md, "Long-context classification")
         "sequence_long": dict(k=6, batch_size=32, max_tokens=2**18, epochs=30, patience=5, max_minutes=15,
                               model=dict(mixer="hybrid", checkpoint_mlp=True, **LONG_HEAD)),
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=32, steps=18_000,

@@ -5,6 +5,7 @@ prediction before its first batch) with one line instead of an allocator's error
                                             batch of ``tokens`` (rows x padded length) keeps for backward
     inference_bytes(cfg, tokens, n_params)  weights and the few activations a forward without gradients holds
     available_bytes(device)                 free GPU memory, or the RAM the process may still take
+    peak_bytes(device)                      the most this process has held (CUDA tensors, or peak RSS)
     check_fits(needed, device, what, fix)   an InputError when the estimate is over what is available
 
 The activation coefficients are float32 elements per token per layer in units of d_model, read off the tensors
@@ -32,9 +33,7 @@ MLP_ACTIVATION_D = 13.0  # what checkpoint_mlp recomputes instead of keeping
 BLOCK_INPUT_D = 1.0  # a whole-block recompute keeps each block's input
 EXTRA_D = 6.0  # embedding, stem, final norm and head outputs, per token
 # on CUDA under bf16 autocast, bytes per float32-counted element: activations in bfloat16, and the Triton attention
-# kernels keep no feature maps for backward. Measured peaks of the base long-sequence model on an H100 (batches of
-# 262,144 tokens) were 0.34-0.41 of the float32 count: 21.8 GiB plain, 14.3 with the MLP and 5.6 with whole blocks
-# recomputed; 0.32 with HEADROOM keeps the estimate 1.2-1.5x above them
+# kernels keep no feature maps for backward (measured peaks: 0.34-0.41 of the float32 count, docs/benchmarks.md)
 AMP_FACTOR = 0.32
 HEADROOM = 1.15  # allocator rounding and fragmentation
 
@@ -134,6 +133,15 @@ def available_bytes(device: torch.device) -> int:
     return min(room, cgroup) if cgroup is not None else room
 
 
+def peak_bytes(device: torch.device) -> int:
+    """The most memory this process has held: CUDA tensors on a GPU (since the last reset), else its peak RSS."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
 def gib(n: int | float) -> str:
     return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{math.ceil(n / 2**20)} MiB"
 
@@ -154,4 +162,4 @@ def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
                                f"{fix}")
 
 
-__all__ = ["available_bytes", "check_fits", "inference_bytes", "is_out_of_memory", "training_bytes"]
+__all__ = ["available_bytes", "check_fits", "inference_bytes", "is_out_of_memory", "peak_bytes", "training_bytes"]

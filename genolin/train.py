@@ -143,12 +143,13 @@ class Trainer:
         amp = self.cfg.amp and self.device.type == "cuda"
         needed = memory.training_bytes(self.cfg.model, tokens, self.model.n_parameters(), amp=amp,
                                        ema=self.cfg.ema_decay > 0)
-        memory.check_fits(needed, self.device, f"training on a batch of {tokens:,} tokens ({what})", self._memory_fix())
+        memory.check_fits(needed, self.device, f"training on a batch of {tokens:,} tokens ({what})",
+                          self._memory_fix(tokens))
 
-    def _memory_fix(self) -> str:
-        """The settings that make the largest training batch smaller, in words."""
+    def _memory_fix(self, tokens: int) -> str:
+        """The settings that make a training batch of ``tokens`` tokens (the largest) smaller, in words."""
         cfg = self.cfg
-        fewer = "" if self.task.largest_batch()[0] <= self.task.longest_tokens() else \
+        fewer = "" if tokens <= self.task.longest_tokens() else \
             f"lower max_tokens (now {cfg.max_tokens:,}) or batch_size, or "
         recompute = "" if cfg.model.checkpointing else "model.checkpointing=true, "
         return f"{fewer}set {recompute}a larger stride or a smaller model (--set KEY=VALUE)"
@@ -248,8 +249,9 @@ class Trainer:
         except (torch.OutOfMemoryError, RuntimeError) as exc:
             if not memory.is_out_of_memory(exc):
                 raise
-            raise InputError(None, f"out of memory training on a batch of {len(items)} item(s) ("
-                                   f"{self.task.largest_batch()[1]}); {self._memory_fix()}") from None
+            tokens, what = self.task.largest_batch()
+            raise InputError(None, f"out of memory training on a batch of {len(items)} item(s) ({what}); "
+                                   f"{self._memory_fix(tokens)}") from None
 
     def _micro_step(self, items, epoch: int, b: int, *, sync: bool) -> tuple[float, int]:
         cfg = self.cfg
@@ -496,7 +498,7 @@ class Trainer:
                   "lr": lr_at(max(st["step"] - 1, 0), total, cfg, st["progress"]), "seconds": seconds,
                   "tokens_per_s": tokens * self.dist.world / max(seconds, 1e-9),
                   "items_per_s": items * self.dist.world / max(seconds, 1e-9),
-                  "peak_memory_gib": peak_memory_gib(self.device)}
+                  "peak_memory_gib": memory.peak_bytes(self.device) / memory.GIB}
         return record, stopped
 
     def fit(self) -> dict:
@@ -521,16 +523,6 @@ class Trainer:
                 "stopped": stopped, "seconds": time.monotonic() - t_start}
 
 
-def peak_memory_gib(device: torch.device) -> float:
-    """The most memory this process has held: CUDA tensors on a GPU (since the last reset: this epoch), else the
-    peak RSS of the process."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-
-
 def longest_input_bp(spec: DataSpec) -> int | None:
     """The longest sequence of a sequence task's training and validation files (None: not a sequence task, or
     not readable, which the readers then report)."""
@@ -550,13 +542,15 @@ def configure(preset: str, settings: list[Setting], spec: DataSpec) -> TrainConf
 def describe_model(cfg: TrainConfig) -> str:
     """The recipe in one line: tokens, encoder, head."""
     m = cfg.model
+    blocks = f"{cfg.k}-mer tokens at stride {cfg.stride}; {m.n_layers} x {m.d_model} {m.mixer} blocks"
+    if not m.n_classes:
+        return f"{blocks}; per-token track head"
     head = f"{m.pooling} pooling" + (f" with {m.pool_position_bins} position bins" if m.pool_position_bins else "")
-    kmer = f"bag-of-k-mers term k = 1..{m.kmer_logits}" if m.kmer_logits else (
-        "no bag-of-k-mers term" + (" (it needs single-base tokens, k = 1)" if cfg.k > 1 else ""))
-    return (f"{cfg.k}-mer tokens at stride {cfg.stride}; {m.n_layers} x {m.d_model} {m.mixer} blocks"
-            f"{', recomputed in backward' if m.checkpointing else ''}; {head}; {kmer}"
-            if m.n_classes else f"{cfg.k}-mer tokens at stride {cfg.stride}; {m.n_layers} x {m.d_model} {m.mixer} "
-                                f"blocks; per-token track head")
+    if m.kmer_logits:
+        kmer = f"bag-of-k-mers term k = 1..{m.kmer_logits}"
+    else:
+        kmer = "no bag-of-k-mers term" + (" (it needs single-base tokens, k = 1)" if cfg.k > 1 else "")
+    return f"{blocks}{', recomputed in backward' if m.checkpointing else ''}; {head}; {kmer}"
 
 
 RUN_FILES = (ckpt.CONFIG, "train.log", "metrics.jsonl", ckpt.BEST, ckpt.WEIGHTS, ckpt.LOCK, "checkpoints")

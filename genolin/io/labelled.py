@@ -92,12 +92,8 @@ def longest_sequence_bp(path: str | os.PathLike, sequence_column: str = "sequenc
             if not rest.startswith(b">"):
                 current += len(rest.strip())
             return max(longest, current)
-        lines = read_text(path).splitlines()
-        first = next(i for i, line in enumerate(lines) if line.strip())
-        delimiter = "\t" if "\t" in lines[first] else ","
-        csv.field_size_limit(FIELD_LIMIT)
-        rows = csv.reader(lines[first:], delimiter=delimiter)
-        column = [h.strip().lower() for h in next(rows)].index(sequence_column)
+        _, header, rows = _table(read_text(path))
+        column = [h.lower() for h in header].index(sequence_column)
         return max((len(row[column].strip()) for row in rows if len(row) > column), default=0)
     except (InputError, OSError, ValueError, StopIteration, csv.Error, EOFError):
         return None
@@ -115,6 +111,16 @@ def read_sequences(path: str | os.PathLike) -> LabelledSet:
     return read_labelled_table(path, label_column=None)
 
 
+def _table(text: str):
+    """(index of the header line, its stripped cells, a csv reader over the rows after it) of a CSV/TSV text whose
+    first non-blank line is the header (delimiter: tab if the header has one, else comma)."""
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.strip())
+    csv.field_size_limit(FIELD_LIMIT)
+    rows = csv.reader(lines[first:], delimiter="\t" if "\t" in lines[first] else ",")
+    return first, [h.strip() for h in next(rows)], rows
+
+
 def read_labelled_table(
     path: str | os.PathLike,
     *,
@@ -125,14 +131,7 @@ def read_labelled_table(
 ) -> LabelledSet:
     """CSV/TSV with a header (delimiter: tab if the header has one, else comma); gzip is fine. Without a
     ``label_column`` the rows are unlabelled (label 0 of the one class ``"?"``)."""
-    text = read_text(path)
-    lines = text.splitlines()
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    header_line = lines[first]
-    delimiter = "\t" if "\t" in header_line else ","
-    csv.field_size_limit(FIELD_LIMIT)
-    rows = csv.reader(lines[first:], delimiter=delimiter)
-    header = [h.strip() for h in next(rows)]
+    first, header, rows = _table(read_text(path))
     lower = [h.lower() for h in header]
     wanted = [c for c in (sequence_column, label_column) if c is not None]
     missing = [c for c in wanted if c.lower() not in lower]
