@@ -71,6 +71,12 @@ class TrainConfig:
     # sequence task: each A/C/G/T of a training sequence replaced, with this probability, by one of the four drawn
     # at random (itself a quarter of the time): EvoAug-style substitutions; 0: off
     mutate_prob: float = 0.0
+    # sequence task: each training sequence cropped around its centre to a length drawn log-uniformly from
+    # crop_min_bp to L ** u_max * crop_min_bp ** (1 - u_max), L its length and u_max rising from 0 to 1 over the
+    # first crop_growth of the schedule (0: crops of any length from the start): the network sees the centre
+    # before the context, and the context varies, so a long window is not a fingerprint to learn; 0: off
+    crop_min_bp: int = 0
+    crop_growth: float = 0.5
     # sequence task: cross-entropy against targets with this much of the mass spread evenly over the classes
     # (Szegedy et al. 2016); 0: off
     label_smoothing: float = 0.0
@@ -252,6 +258,7 @@ RULES: dict[str, tuple] = {
     "compile_mode": (lambda v: v in COMPILE_MODES, " or ".join(COMPILE_MODES)),
     "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "mutate_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
+    "crop_growth": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "label_smoothing": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "mlm_prob": (lambda v: 0 < v < 1, "between 0 and 1 (exclusive)"),
     "model.dropout": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
@@ -263,8 +270,8 @@ RULES: dict[str, tuple] = {
     "model.vocab_size": (lambda v: v >= 1, "1 or more"),
     **{k: (lambda v: v > 0, "above 0") for k in ("lr", "clip", "max_minutes", "pos_weight", "model.eps")},
     **{k: (lambda v: v >= 0, "0 or more") for k in ("tolerance_bins", "weight_decay", "warmup_steps", "max_shift_bp",
-                                                    "mlm_weight", "sam_rho", "focal_gamma", "patience", "seed",
-                                                    "model.favor_redraw_interval", "model.max_len")},
+                                                    "crop_min_bp", "mlm_weight", "sam_rho", "focal_gamma", "patience",
+                                                    "seed", "model.favor_redraw_interval", "model.max_len")},
     **{k: (lambda v: v >= 1, "1 or more") for k in (
         "stride", "window_bp", "windows_per_epoch", "eval_bin_bp", "steps", "val_every_steps", "epochs", "max_steps",
         "batch_size", "max_tokens", "grad_accum", "model.d_model", "model.n_layers", "model.n_heads",

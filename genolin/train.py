@@ -124,6 +124,7 @@ class Trainer:
         # start_margin: how far training must beat the starting model's validation score (``validate_start``)
         self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0,
                       "done": False, "progress": 0.0, "start_margin": 0.0}
+        self.total = 1  # the schedule's length in optimizer steps, set by fit
         self._lock = ckpt.lock_run_dir(self.out) if self.dist.main else None  # released by close() or at exit
         try:
             if resume:
@@ -222,6 +223,10 @@ class Trainer:
         epochs = -(-cfg.steps // per_epoch) if cfg.steps is not None else cfg.epochs
         return (min(total, cfg.max_steps) if cfg.max_steps is not None else total), epochs
 
+    def schedule_progress(self) -> float:
+        """How far the schedule is, 0 to 1: by steps, or by the clock under a time budget when that is further."""
+        return min(1.0, max(self.state["step"] / max(1, self.total), self.state["progress"]))
+
     def time_progress(self, total: int, t_start: float) -> float:
         """The schedule's progress by the clock under a time budget (max_minutes), 0 while the steps are on pace
         to finish in time (then the schedule is by steps alone, deterministic). Once, after 20 steps, the pace says
@@ -256,7 +261,8 @@ class Trainer:
     def _micro_step(self, items, epoch: int, b: int, *, sync: bool) -> tuple[float, int]:
         cfg = self.cfg
         torch.manual_seed(cfg.seed * 1_000_003 + self.state["step"] * 131 + b % cfg.grad_accum)
-        batch = self.task.collate(items, np.random.default_rng([cfg.seed, epoch, b])).to(self.device)
+        batch = self.task.collate(items, np.random.default_rng([cfg.seed, epoch, b]),
+                                  progress=self.schedule_progress()).to(self.device)
         ids, chosen, extra = batch.ids, None, {}
         if cfg.mlm_weight > 0:
             ids, chosen = mask_tokens(batch.ids, batch.mask, cfg.mlm_prob, k=cfg.k, stride=cfg.stride)
@@ -504,6 +510,7 @@ class Trainer:
     def fit(self) -> dict:
         st = self.state
         total, epochs = self.plan()
+        self.total = total
         t_start = time.monotonic()
         if self.fitted_at_start and st["step"] == 0 and st["best"] is None:
             self.validate_start()

@@ -125,8 +125,9 @@ class Task(ABC):
         samples its items (tracks: windows at random offsets), else one pass over the data."""
 
     @abstractmethod
-    def collate(self, items, rng: np.random.Generator | None) -> Batch:
-        """Training items -> a Batch, augmented from ``rng``."""
+    def collate(self, items, rng: np.random.Generator | None, progress: float = 1.0) -> Batch:
+        """Training items -> a Batch, augmented from ``rng``; ``progress``: the schedule's progress, 0 to 1 (for
+        augmentation that changes over training)."""
 
     @abstractmethod
     def loss(self, out, batch: Batch) -> torch.Tensor:

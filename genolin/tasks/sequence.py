@@ -13,6 +13,7 @@ probability reaches the decision threshold; more: the most probable), has_n.
 from __future__ import annotations
 
 import logging
+import math
 import os
 
 import numpy as np
@@ -69,15 +70,21 @@ class SequenceData:
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def tokens_of(self, i: int, *, rc: bool = False, shift: int = 0, mutate: tuple | None = None) -> np.ndarray:
-        """Token ids of sequence i (reverse-complemented with ``rc``, ``shift`` leading bases dropped);
-        ``mutate`` (rng, p): its bases substituted at random first (``substitute``)."""
+    def tokens_of(self, i: int, *, rc: bool = False, shift: int = 0, mutate: tuple | None = None,
+                  crop: tuple[int, int] | None = None) -> np.ndarray:
+        """Token ids of sequence i: cropped to bases [start, start + length) with ``crop`` (start, length),
+        reverse-complemented with ``rc``, ``shift`` leading bases dropped; ``mutate`` (rng, p): its bases
+        substituted at random first (``substitute``)."""
         if self.tokens is not None and mutate is None:
             ids = self.tokens[i]
+            if crop is not None:
+                ids = ids[crop[0]:crop[0] + max(1, crop[1] - self.k + 1)]
             if rc:
                 ids = reverse_complement_map(self.k)[ids][::-1]
             return ids[shift:] if shift < len(ids) else ids[-1:]
         seq = self.dataset.seqs[i]
+        if crop is not None:
+            seq = seq[crop[0]:crop[0] + max(crop[1], self.k)]
         if mutate is not None:
             seq = substitute(seq, *mutate)
         if rc:
@@ -99,17 +106,32 @@ class SequenceData:
                         f"{len(self.dataset.seqs[i]):,} bp, {longest:,} tokens")
 
     def collate(self, indices: list[int], rng: np.random.Generator | None = None, *, rc_prob: float = 0.0,
-                max_shift: int = 0, rc: bool = False, shift: int = 0, mutate_prob: float = 0.0) -> Batch:
+                max_shift: int = 0, rc: bool = False, shift: int = 0, mutate_prob: float = 0.0,
+                crop: tuple[int, float] | None = None) -> Batch:
         """Tokens of ``indices``: all reverse-complemented with ``rc`` and ``shift`` leading bases dropped; with
-        ``rng``, each at random (rc_prob, shifts up to max_shift bases, bases substituted with mutate_prob)."""
+        ``rng``, each at random (rc_prob, shifts up to max_shift bases, bases substituted with mutate_prob, and
+        with ``crop`` (min_bp, u_max) cropped around its centre by ``centre_crop``)."""
         arrays = []
         mutate = (rng, mutate_prob) if rng is not None and mutate_prob > 0 else None
         for i in indices:
             flip = rc or (rng is not None and rc_prob > 0 and rng.random() < rc_prob)
             drop = shift + (int(rng.integers(0, max_shift + 1)) if rng is not None and max_shift > 0 else 0)
-            arrays.append(self.tokens_of(i, rc=flip, shift=drop, mutate=mutate))
+            window = (centre_crop(len(self.dataset.seqs[i]), *crop, rng)
+                      if rng is not None and crop is not None else None)
+            arrays.append(self.tokens_of(i, rc=flip, shift=drop, mutate=mutate, crop=window))
         ids, mask = pad_tokens(arrays)
         return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
+
+
+def centre_crop(length: int, min_bp: int, u_max: float, rng: np.random.Generator) -> tuple[int, int] | None:
+    """(start, length) of a crop of a ``length``-bp sequence around its centre, its length drawn as
+    length ** u * min_bp ** (1 - u), u uniform on [0, u_max]; None (the whole) when the sequence is no longer
+    than min_bp."""
+    if length <= min_bp:
+        return None
+    u = rng.uniform(0.0, u_max) if u_max > 0 else 0.0
+    size = min(length, int(round(math.exp(u * math.log(length) + (1 - u) * math.log(min_bp)))))
+    return (length - size) // 2, size
 
 
 _ACGT = np.frombuffer(BASES.encode(), dtype=np.uint8)
@@ -284,9 +306,13 @@ class SequenceTask(Task):
     def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[int]]:
         return self.train.batches(self.cfg.batch_size, self.cfg.max_tokens, rng)  # one pass over the data
 
-    def collate(self, items: list[int], rng: np.random.Generator | None) -> Batch:
-        return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob, max_shift=self.cfg.max_shift_bp,
-                                  mutate_prob=self.cfg.mutate_prob)
+    def collate(self, items: list[int], rng: np.random.Generator | None, progress: float = 1.0) -> Batch:
+        cfg = self.cfg
+        crop = None
+        if cfg.crop_min_bp > 0:
+            crop = (cfg.crop_min_bp, min(1.0, progress / cfg.crop_growth) if cfg.crop_growth > 0 else 1.0)
+        return self.train.collate(items, rng, rc_prob=cfg.rc_prob, max_shift=cfg.max_shift_bp,
+                                  mutate_prob=cfg.mutate_prob, crop=crop)
 
     def loss(self, out, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(out.logits.float(), batch.labels, weight=self.weight_on(batch.labels.device),

@@ -468,7 +468,7 @@ class TrackTask(Task):
         windows = self.train.random_windows(self.train_regions, rng, count)
         return [windows[i:i + bs] for i in range(0, len(windows), bs)]
 
-    def collate(self, items: list[Window], rng: np.random.Generator | None) -> Batch:
+    def collate(self, items: list[Window], rng: np.random.Generator | None, progress: float = 1.0) -> Batch:
         return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob)
 
     def loss(self, out, batch: Batch) -> torch.Tensor:
