@@ -91,3 +91,12 @@ def test_partial_results_after_each_length():
     scans = [r for r in result["rows"] if r["variant"] != "elu"]
     assert all(r["backend"] == "reference" == r["backward_backend"] for r in scans)  # CPU: the PyTorch form
     assert "backend" not in result["rows"][0]  # elu: linear attention has its own dispatch
+
+
+def test_cli_without_out_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an empty folder, as a new user's
+    result = CliRunner().invoke(cli, ["-q", "bench", "attention", "--n", "32", "--variants", "elu", "--heads", "1",
+                                      "--head-dim", "4", "--repeats", "1", "--device", "cpu", "--no-backward"])
+    assert result.exit_code == 0, result.output
+    assert "elu" in result.output and "wrote" not in result.output
+    assert list(tmp_path.iterdir()) == []  # no benchmarks/results/ and no files

@@ -10,7 +10,7 @@ VARIANT_HELP = ("softmax, elu, relu, exp, favor, hybrid, gla, deltanet, gated_de
 
 @click.group(context_settings={"show_default": True})
 def bench() -> None:
-    """Benchmarks that print a table and write JSON (and a plot)."""
+    """Benchmarks that print a table; with --out they also write JSON, markdown and a plot."""
 
 
 @bench.command(context_settings={"show_default": True})
@@ -36,15 +36,14 @@ def bench() -> None:
 @click.option("--input-scale", type=click.FloatRange(min=0, min_open=True), default=0.5,
               help="Standard deviation of q and k (moderate norms, where FAVOR+ approximates softmax).")
 @click.option("--out", "out", default=None, metavar="PREFIX",
-              help="Output prefix: writes PREFIX.json, PREFIX.md and PREFIX.png "
-                   "[default: benchmarks/results/attention_<device>]")
+              help="Also write PREFIX.json (after each N, so a stopped run keeps what finished), PREFIX.md and "
+                   "PREFIX.png. Without it the table is only printed: nothing is written.")
 def attention(lengths, variants, batch, heads, head_dim, value_dim, dtype, device, repeats, favor_features, window,
               chunk_size, softmax_max_n, backward, input_scale, out) -> None:
     """Time, memory and error to softmax of each attention variant against sequence length N."""
 
-    from genolin.bench import VARIANTS, default_lengths, format_table, plot, run_attention_benchmark, write_result
+    from genolin.bench import VARIANTS, default_lengths, format_table, run_attention_benchmark, write_result
     from genolin.device import pick_device
-    from genolin.io.atomic import atomic_open
 
     device = pick_device(device).type
     gpu = device == "cuda"
@@ -52,23 +51,34 @@ def attention(lengths, variants, batch, heads, head_dim, value_dim, dtype, devic
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
         raise click.BadParameter(f"unknown: {', '.join(unknown)} (choose from {VARIANT_HELP})", param_hint="--variants")
-    prefix = out or f"benchmarks/results/attention_{device}"
     result = run_attention_benchmark(
         lengths=list(lengths) or default_lengths(device), variants=names, batch=batch, heads=heads,
         head_dim=head_dim, value_dim=value_dim, dtype=dtype or ("bfloat16" if gpu else "float32"), device=device,
         repeats=repeats or (20 if gpu else 3), favor_features=favor_features, window=window, chunk_size=chunk_size,
         softmax_max_n=softmax_max_n or (262144 if gpu else 8192), backward=backward, input_scale=input_scale,
-        on_length=lambda partial: write_result(partial, prefix + ".json"))  # what finished survives a time limit
+        on_length=(lambda partial: write_result(partial, out + ".json")) if out else None)
     table = format_table(result)
+    click.echo(table)
+    if out:
+        _write_files(result, table, out)
+
+
+def _write_files(result: dict, table: str, prefix: str) -> None:
+    """PREFIX.md (the table and the setting) and PREFIX.png beside the JSON the run kept up to date."""
+    from genolin.bench import plot
+    from genolin.io.atomic import atomic_open
+
     meta = result["meta"]
     with atomic_open(prefix + ".md") as fh:
         fh.write(f"# genolin attention benchmark ({meta['date']})\n\n"
                  f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}, "
-                 f"B={batch} H={heads} D={head_dim} {meta['dtype']}, median of {meta['repeats']} runs\n\n"
+                 f"B={meta['batch']} H={meta['heads']} D={meta['head_dim']} {meta['dtype']}, "
+                 f"median of {meta['repeats']} runs\n\n"
                  f"```\n{table}\n```\n")
     try:
         plot(result, prefix + ".png")
     except ImportError:
         click.echo("matplotlib is not installed: no plot (the JSON has everything)", err=True)
-    click.echo(table)
+        click.echo(f"wrote {prefix}.json, {prefix}.md")
+        return
     click.echo(f"wrote {prefix}.json, {prefix}.md, {prefix}.png")
