@@ -166,19 +166,22 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # 45.97 (one epoch in 3 min: 4x linear attention's cost per epoch at 300 nt), so tiny uses it too; the delta
 # rule's PyTorch form trained 2-4 epochs in 3 CPU minutes where linear attention trained 10.
 # Long sequences (the longest training or validation input above LONG_SEQUENCE_BP): the "sequence_long" section
-# replaces "sequence". 6-mer tokens at the stride ``long_stride`` fits to the longest input, a linear-time mixer
-# (linear attention on 2 CPU cores, the hybrid on GPUs), batches by a token budget (max_tokens; length-bucketed),
-# reverse complements and shifts as augmentation (predict then averages both strands), and attention pooling with a
-# learned score per relative position: a mean over 100 kbp dilutes a promoter's few tokens 1,000-fold, and where
-# in the input to look (the centre, say) is learned. Inputs over CHECKPOINT_TOKENS tokens recompute each block.
+# replaces "sequence". Single-base tokens through a 15-wide convolution stem averaged over groups of 1, 2 or 4
+# (``long_stride``: what keeps the longest input within LONG_TOKENS), a linear-time mixer (linear attention on 2 CPU
+# cores, the hybrid on GPUs), batches by a token budget (max_tokens counts bases; length-bucketed), reverse
+# complements and shifts as augmentation (predict averages both strands), and attention pooling with a learned
+# score per relative position: a mean over 100 kbp dilutes a promoter's few tokens 1,000-fold. 6-mer tokens (the
+# earlier recipe) memorised their training genomes and transferred at chance (docs/benchmarks.md, "Long-context
+# classification"). Inputs over CHECKPOINT_TOKENS tokens after the stem recompute each block.
 LONG_SEQUENCE_BP = 1024
-LONG_TOKENS = 32_768  # long_stride: the finest stride (1, 2, 4) that keeps the longest input within these tokens
+LONG_TOKENS = 32_768
 CHECKPOINT_TOKENS = 65_536
-LONG_HEAD = dict(pooling="attention", pool_position_bins=128, stem_kernel=0, kmer_logits=0)
+LONG_HEAD = dict(pooling="attention", pool_position_bins=128, stem_kernel=15, kmer_logits=0)
 
 
 def long_stride(longest_bp: int) -> int:
-    """The stride of a long-sequence run: 1, 2 or 4, the finest that holds ``longest_bp`` within LONG_TOKENS."""
+    """1, 2 or 4: the finest grouping of bases (the pooled stem's, or k-mer tokens' stride) that holds
+    ``longest_bp`` within LONG_TOKENS tokens."""
     return next((s for s in (1, 2) if -(-longest_bp // s) <= LONG_TOKENS), 4)
 
 
@@ -190,7 +193,7 @@ PRESETS: dict[str, dict[str, dict]] = {
                                   favor_features=32)),
         "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10, rc_prob=0.0,
                          model=dict(stem_kernel=15, kmer_logits=6, mixer="synthesizer")),
-        "sequence_long": dict(k=6, batch_size=16, max_tokens=2**15, epochs=15, patience=5, max_minutes=10,
+        "sequence_long": dict(k=1, stride=1, batch_size=16, max_tokens=2**15, epochs=15, patience=5, max_minutes=10,
                               model=dict(mixer="linear", **LONG_HEAD)),
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=4, steps=2000, val_every_steps=250,
                       warmup_steps=100, max_minutes=10, patience=0,
@@ -201,7 +204,7 @@ PRESETS: dict[str, dict[str, dict]] = {
         "common": dict(lr=1e-3, warmup_steps=200, model=dict(d_model=128, n_layers=4, n_heads=4, favor_features=64)),
         "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10,
                          model=dict(stem_kernel=15, mixer="synthesizer")),
-        "sequence_long": dict(k=6, batch_size=32, max_tokens=2**18, epochs=15, patience=5, max_minutes=10,
+        "sequence_long": dict(k=1, stride=1, batch_size=32, max_tokens=2**18, epochs=15, patience=5, max_minutes=10,
                               model=dict(mixer="hybrid", **LONG_HEAD)),
         "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=16, steps=20_000,
                       val_every_steps=1000, warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
@@ -213,7 +216,7 @@ PRESETS: dict[str, dict[str, dict]] = {
                          model=dict(stem_kernel=15, mixer="synthesizer")),
         # the MLP recomputed in backward: the fastest recompute setting within 2 GiB per 100 kbp sequence
         # (docs/benchmarks.md, "Long-context classification")
-        "sequence_long": dict(k=6, batch_size=32, max_tokens=2**18, epochs=30, patience=5, max_minutes=15,
+        "sequence_long": dict(k=1, stride=1, batch_size=32, max_tokens=2**18, epochs=30, patience=5, max_minutes=15,
                               model=dict(mixer="hybrid", checkpoint_mlp=True, **LONG_HEAD)),
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=32, steps=18_000,
                       val_every_steps=1000, lr=1e-3,
@@ -354,12 +357,26 @@ def canonical_name(key: str, source: str) -> str:
 
 def preset_values(preset: str, task: str, longest_bp: int | None = None) -> dict:
     """The settings a preset gives a task, flat (``model.d_model``): a sequence task whose longest input is above
-    LONG_SEQUENCE_BP gets the "sequence_long" section, with its stride from ``long_stride``."""
+    LONG_SEQUENCE_BP gets the "sequence_long" section, its stem pooled over ``long_stride`` bases (and its batch
+    budget in bases scaled to match)."""
     values = {**flatten(PRESETS[preset]["common"], "preset"),
               **flatten(PRESETS[preset]["sequence_long" if is_long(task, longest_bp) else task], "preset")}
     if is_long(task, longest_bp):
-        values["stride"] = long_stride(longest_bp)
+        values["model.stem_pool"] = long_stride(longest_bp)
+        values["max_tokens"] *= values["model.stem_pool"]
     return values
+
+
+def describe_tokens(cfg: TrainConfig) -> str:
+    """What the blocks see, in words: "6-mer tokens at stride 2", "single bases, a 15-wide convolution stem
+    averaged over groups of 4"."""
+    text = f"{cfg.k}-mer tokens" if cfg.k > 1 else "single bases"
+    text += f" at stride {cfg.stride}" if cfg.stride > 1 or cfg.k > 1 else ""
+    if cfg.model.stem_kernel:
+        text += f", a {cfg.model.stem_kernel}-wide convolution stem"
+    if cfg.model.stem_pool > 1:
+        text += f" averaged over groups of {cfg.model.stem_pool}"
+    return text
 
 
 def is_long(task: str, longest_bp: int | None) -> bool:
@@ -367,12 +384,23 @@ def is_long(task: str, longest_bp: int | None) -> bool:
 
 
 def _fit_recipe(values: dict, user: dict, longest_bp: int | None) -> None:
-    """The long-sequence recipe's choices that follow the user's settings (in place on the flat ``values``): a
-    stride no larger than k (every base in some token), whole-block recompute above CHECKPOINT_TOKENS tokens, and
-    no position bins under mean pooling; each unless the user set it."""
-    if "stride" not in user and values["stride"] > values["k"]:
-        values["stride"] = values["k"]
-    if "model.checkpointing" not in user and -(-longest_bp // values["stride"]) > CHECKPOINT_TOKENS:
+    """The long-sequence recipe's choices that follow the user's settings (in place on the flat ``values``), each
+    unless the user set it: k-mer tokens (k > 1) take the grouping as their stride (at most k: every base in some
+    token) and no pooled stem; no pooled stem without a stem wide enough, or with masked-token training (its
+    targets are per token); whole-block recompute above CHECKPOINT_TOKENS tokens after the stem; no position bins
+    under mean pooling."""
+    pool = values.get("model.stem_pool", 1)
+    if values["k"] > 1 and "model.stem_pool" not in user:
+        if "stride" not in user:
+            values["stride"] = min(pool, values["k"])
+        if "max_tokens" not in user:
+            values["max_tokens"] = max(1, values["max_tokens"] // pool)  # tokens are what the blocks see
+        values["model.stem_pool"] = 1
+    if "model.stem_pool" not in user and (values.get("model.stem_kernel", 0) < pool
+                                         or values.get("mlm_weight", 0) > 0):
+        values["model.stem_pool"] = 1
+    tokens = -(-longest_bp // (values.get("stride", 1) * values.get("model.stem_pool", 1)))
+    if "model.checkpointing" not in user and tokens > CHECKPOINT_TOKENS:
         values["model.checkpointing"] = True
     if values.get("model.pooling") == "mean" and "model.pool_position_bins" not in user:
         values["model.pool_position_bins"] = 0
@@ -414,10 +442,15 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         where = given[-1] if given else None
         raise InputError(where.source if where else None, f"{exc} (preset {preset!r}"
                          + (", with the settings given)" if given else ")"), where.line if where else None) from None
+    if cfg.mlm_weight > 0 and cfg.model.stem_pool > 1:
+        item = user.get("model.stem_pool") or user.get("mlm_weight")
+        raise InputError(item.source if item else None, "mlm_weight needs model.stem_pool 1 (masked-token targets "
+                                                        "are per token; the pooled stem averages tokens)",
+                         item.line if item else None)
     if is_long(task, longest_bp):
-        log.info("inputs of up to %s bp (over %s): the long-sequence recipe (%d-mer tokens at stride %d, %s mixer, "
-                 "%s pooling%s)", f"{longest_bp:,}", f"{LONG_SEQUENCE_BP:,}", cfg.k, cfg.stride, cfg.model.mixer,
-                 cfg.model.pooling, ", blocks recomputed in backward" if cfg.model.checkpointing else "")
+        log.info("inputs of up to %s bp (over %s): the long-sequence recipe (%s, %s mixer, %s pooling%s)",
+                 f"{longest_bp:,}", f"{LONG_SEQUENCE_BP:,}", describe_tokens(cfg), cfg.model.mixer, cfg.model.pooling,
+                 ", blocks recomputed in backward" if cfg.model.checkpointing else "")
     if task == "sequence" and longest_bp is not None and cfg.model.mixer in LENGTH_LIMITED_MIXERS:
         tokens = max(1, -(-(longest_bp - cfg.k + 1) // cfg.stride))
         if tokens > LENGTH_LIMITED_MAX_TOKENS:

@@ -210,7 +210,7 @@ class Predictor:
         tokens, what = data.largest_batch(self.batch_size, self.max_tokens)
         cfg = self.model.cfg
         longest = int(data.lengths.max()) if len(data) else 0
-        stream = cfg.mixer in STREAMING_MIXERS and longest > cfg.chunk_tokens
+        stream = cfg.mixer in STREAMING_MIXERS and longest // cfg.stem_pool > cfg.chunk_tokens
         n_params = sum(m.n_parameters() for m, _ in self.members)
         needed = memory.inference_bytes(cfg, tokens, n_params, stream=stream, amp=self.amp)
         memory.check_fits(needed, self.device, f"scoring a batch of {tokens:,} tokens ({what})",

@@ -66,7 +66,8 @@ def training_bytes(cfg: EncoderConfig, tokens: int, n_params: int, *, amp: bool 
         kept = cfg.n_layers * (full - MLP_ACTIVATION_D * cfg.d_model) + MLP_ACTIVATION_D * cfg.d_model
     else:
         kept = cfg.n_layers * full
-    per_token = (kept + full + EXTRA_D * cfg.d_model) * 4 * (AMP_FACTOR if amp else 1.0)
+    # the blocks see tokens / stem_pool tokens; embedding and stem all of them
+    per_token = ((kept + full) / cfg.stem_pool + EXTRA_D * cfg.d_model) * 4 * (AMP_FACTOR if amp else 1.0)
     weights = n_params * 4 * (5 if ema else 4)
     return int(HEADROOM * (weights + per_token * tokens))
 
@@ -76,7 +77,7 @@ def inference_bytes(cfg: EncoderConfig, tokens: int, n_params: int, *, stream: b
     few (tokens, d) buffers; the mixer's activations of one layer at a time, over chunks of ``chunk_tokens`` when
     the pass streams (linear-time mixers on inputs longer than a chunk)."""
     layer = layer_elements(cfg) - MLP_ACTIVATION_D * cfg.d_model / 2  # no dropout masks or saved inputs
-    rows_tokens = min(tokens, cfg.chunk_tokens) if stream else tokens
+    rows_tokens = min(tokens // cfg.stem_pool, cfg.chunk_tokens) if stream else tokens // cfg.stem_pool
     per_token = (EXTRA_D + 4) * cfg.d_model * 4
     return int(HEADROOM * (n_params * 4 + per_token * tokens
                            + layer * 4 * (AMP_FACTOR if amp else 1.0) * rows_tokens))

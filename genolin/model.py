@@ -4,6 +4,9 @@
     -> embedding (B, N, d)   (+ fixed sinusoids of the token index, ``positions="sinusoidal"``)
     -> optional stem: x += GELU(Conv1d(x)), a full (d -> d) convolution of width ``stem_kernel`` (motif
        detectors over single bases or short k-mers: what short labelled sequences need from scratch)
+    -> optional pooled stem (``stem_pool`` P > 1, sequence heads): x averaged over groups of P tokens
+       (B, N, d) -> (B, ceil(N / P), d), the mask to (B, ceil(N / P)): a learned stride, where k-mer tokens at
+       stride P would give each of the 4^k k-mers an embedding of its own to memorise
     -> n_layers x Block:  x += Mixer(Conv(Norm(x)))   (depthwise conv along N, then attention)
                           x += GatedMLP(Norm(x))
     -> final Norm -> hidden (B, N, d)
@@ -112,6 +115,7 @@ class EncoderConfig:
     synthesizer_rank: int = 32  # synthesizer "random": rank of the learned logits R1 R2^T
     conv_kernel: int = 7
     stem_kernel: int = 0  # > 0: a full convolution of this width over the embeddings, before the blocks
+    stem_pool: int = 1  # > 1: the stem's output averaged over groups of this many tokens (sequence heads only)
     positions: str = "off"  # off | sinusoidal: add fixed sinusoids of the token's index to the embeddings
     kmer_logits: int = 0  # > 0: sequence logits += a linear map of the k-mer profile, k = 1..this (single-base ids)
     mlp_ratio: float = 8 / 3  # gated MLP hidden size / d_model
@@ -154,6 +158,10 @@ class EncoderConfig:
             raise ValueError(f"drop_path must be at least 0 and below 1, got {self.drop_path}")
         if self.stem_kernel < 0 or (self.stem_kernel and self.causal):
             raise ValueError("stem_kernel must be >= 0, and 0 for a causal encoder")
+        if self.stem_pool < 1 or (self.stem_pool > 1 and (self.causal or self.track_channels
+                                                          or self.stem_kernel < self.stem_pool)):
+            raise ValueError("stem_pool must be 1, or above 1 for a sequence classifier (no track head, not "
+                             "causal) with a stem_kernel at least as wide")
         if self.causal and self.mixer not in ("softmax", *STREAMING_MIXERS):
             raise ValueError(f"causal=True is for the softmax, linear, favor and hybrid mixers, not {self.mixer!r}")
         if self.positions not in ("off", "sinusoidal"):
@@ -598,6 +606,22 @@ def _without_padding(mask: torch.Tensor) -> torch.Tensor | None:
     return None if bool(mask.all()) else mask
 
 
+def pool_mask(mask: torch.Tensor, p: int) -> torch.Tensor:
+    """mask (B, N) -> (B, ceil(N / p)): a group is real when any of its p tokens is."""
+    pad = -mask.shape[1] % p
+    return F.pad(mask, (0, pad)).view(mask.shape[0], -1, p).any(-1)
+
+
+def pool_groups(x: torch.Tensor, mask: torch.Tensor, p: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (B, N, d), mask (B, N) -> the mean of each group of p consecutive real tokens (B, ceil(N / p), d) and
+    the groups' mask (``pool_mask``); padding counts for nothing, an all-padding group is zero."""
+    b, n, d = x.shape
+    pad = -n % p
+    m = F.pad(mask, (0, pad)).view(b, -1, p, 1).to(x.dtype)
+    sums = (F.pad(x, (0, 0, 0, pad)).view(b, -1, p, d) * m).sum(2)
+    return sums / m.sum(2).clamp_min(1.0), m.squeeze(-1).amax(-1) > 0
+
+
 class Encoder(nn.Module):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
@@ -689,8 +713,11 @@ class Encoder(nn.Module):
             x = x + sinusoids(ids.shape[1], cfg.d_model, x.device, x.dtype) * mask.unsqueeze(-1)
         if self.stem is not None:  # padding embeds to zero (padding_idx), so it adds nothing to real tokens
             x = x + F.gelu(self.stem(x.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2))
+        if cfg.stem_pool > 1:
+            x, mask = pool_groups(x, mask, cfg.stem_pool)
+            mask_or_none = None if mask_or_none is None else mask
         if stream is None:
-            stream = not torch.is_grad_enabled() and ids.shape[1] > cfg.chunk_tokens and cfg.mixer in STREAMING_MIXERS
+            stream = not torch.is_grad_enabled() and x.shape[1] > cfg.chunk_tokens and cfg.mixer in STREAMING_MIXERS
         elif stream and cfg.mixer not in STREAMING_MIXERS:
             raise ValueError(f"the {cfg.mixer} mixer has no streaming path (linear, favor and hybrid have)")
         if stream:
@@ -732,6 +759,8 @@ class Encoder(nn.Module):
         if mask is None:
             mask = ids != self.cfg.pad_id
         hidden = self.encode(ids, mask, stream=stream, x=x, padding=padding)
+        if self.cfg.stem_pool > 1:
+            mask = pool_mask(mask, self.cfg.stem_pool)
         logits = self.classifier(self.pool(hidden, mask)) if self.classifier is not None else None
         if self.kmer_linear is not None:
             profile = kmer_profile(ids, self.cfg.kmer_logits) if profile is None else profile

@@ -46,7 +46,7 @@ import torch
 
 from genolin import __version__, memory
 from genolin import checkpoint as ckpt
-from genolin.config import DataSpec, Setting, TrainConfig, make_config
+from genolin.config import DataSpec, Setting, TrainConfig, describe_tokens, make_config
 from genolin.device import init_distributed, pick_device
 from genolin.errors import InputError
 from genolin.inference import Predictor, default_views, describe_views
@@ -549,7 +549,7 @@ def configure(preset: str, settings: list[Setting], spec: DataSpec) -> TrainConf
 def describe_model(cfg: TrainConfig) -> str:
     """The recipe in one line: tokens, encoder, head."""
     m = cfg.model
-    blocks = f"{cfg.k}-mer tokens at stride {cfg.stride}; {m.n_layers} x {m.d_model} {m.mixer} blocks"
+    blocks = f"{describe_tokens(cfg)}; {m.n_layers} x {m.d_model} {m.mixer} blocks"
     if not m.n_classes:
         return f"{blocks}; per-token track head"
     head = f"{m.pooling} pooling" + (f" with {m.pool_position_bins} position bins" if m.pool_position_bins else "")

@@ -19,7 +19,7 @@ from genolin.config import LONG_SEQUENCE_BP, long_stride, make_config
 from genolin.errors import InputError
 from genolin.io.fasta import read_fasta
 from genolin.io.labelled import load_labelled, longest_sequence_bp, read_sequences
-from genolin.model import POOL_POSITION_SCALE, Encoder, EncoderConfig
+from genolin.model import POOL_POSITION_SCALE, Encoder, EncoderConfig, pool_groups, pool_mask
 
 RNG = np.random.default_rng(0)
 
@@ -102,25 +102,31 @@ def test_long_stride_keeps_the_longest_input_within_the_token_budget():
 
 
 @pytest.mark.parametrize("preset", ["tiny", "small", "base"])
-def test_short_sets_keep_the_measured_recipe_and_long_ones_get_k_mers_and_a_linear_time_mixer(preset):
+def test_short_sets_keep_the_measured_recipe_and_long_ones_get_a_pooled_stem_and_a_linear_time_mixer(preset):
     short = make_config("sequence", preset, longest_bp=LONG_SEQUENCE_BP)
     assert (short.k, short.model.mixer, short.model.pooling) == (1, "synthesizer", "mean")
     assert make_config("sequence", preset) == short  # no length given: the short recipe, as before
     long = make_config("sequence", preset, longest_bp=100_000)
-    assert (long.k, long.stride) == (6, 4)
+    assert (long.k, long.stride, long.model.stem_kernel, long.model.stem_pool) == (1, 1, 15, 4)
     assert long.model.mixer in ("linear", "hybrid", "favor") and long.model.kmer_logits == 0
     assert (long.model.pooling, long.model.pool_position_bins) == ("attention", 128)
-    assert long.rc_prob > 0 and long.max_tokens <= 2**18
-    assert make_config("sequence", preset, longest_bp=20_000).stride == 1
+    assert long.rc_prob > 0 and long.max_tokens <= 4 * 2**18  # a budget in bases: 4 per token after the stem
+    assert make_config("sequence", preset, longest_bp=20_000).model.stem_pool == 1
     assert make_config("sequence", preset, longest_bp=10**6).model.checkpointing  # 250,000 tokens: recomputed
     # the user's settings win over the recipe, and the recipe follows them
     mine = make_config("sequence", preset, {"stride": 2, "mixer": "favor", "pooling": "mean"}, longest_bp=100_000)
     assert (mine.stride, mine.model.mixer, mine.model.pooling, mine.model.pool_position_bins) == (2, "favor", "mean", 0)
-    assert make_config("sequence", preset, {"k": 3}, longest_bp=100_000).stride == 3  # every base in some token
-    assert make_config("sequence", preset, {"k": 1}, longest_bp=20_000).stride == 1
-    fine = make_config("sequence", preset, {"stride": 1}, longest_bp=200_000)
-    assert fine.model.checkpointing  # 200,000 tokens at the user's stride: blocks recomputed
-    assert not make_config("sequence", preset, {"stride": 1, "checkpointing": False},
+    kmers = make_config("sequence", preset, {"k": 3}, longest_bp=100_000)
+    assert (kmers.stride, kmers.model.stem_pool) == (3, 1)  # k-mer tokens take the grouping as their stride, <= k
+    assert kmers.max_tokens == long.max_tokens // 4  # ... and the budget counts tokens again
+    assert make_config("sequence", preset, {"k": 6}, longest_bp=20_000).stride == 1
+    assert make_config("sequence", preset, {"stem_kernel": 0}, longest_bp=100_000).model.stem_pool == 1
+    assert make_config("sequence", preset, {"mlm_weight": 0.1}, longest_bp=100_000).model.stem_pool == 1
+    with pytest.raises(InputError, match="mlm_weight needs model.stem_pool 1"):
+        make_config("sequence", preset, {"mlm_weight": 0.1, "stem_pool": 2}, longest_bp=100_000)
+    fine = make_config("sequence", preset, {"stem_pool": 1}, longest_bp=200_000)
+    assert fine.model.checkpointing  # 200,000 tokens at the user's grouping: blocks recomputed
+    assert not make_config("sequence", preset, {"stem_pool": 1, "checkpointing": False},
                            longest_bp=200_000).model.checkpointing
 
 
@@ -202,6 +208,59 @@ def test_position_pooling_starts_as_plain_attention_pooling_and_ignores_padding(
     assert EncoderConfig().pool_position_scale == POOL_POSITION_SCALE
 
 
+# -- the pooled stem -------------------------------------------------------------------------------------------------
+
+def test_pooled_groups_equal_their_definition_forward_and_backward_in_float64():
+    torch.manual_seed(0)
+    lengths, p, d = (13, 7, 1), 4, 5
+    x = torch.randn(3, 13, d, dtype=torch.float64, requires_grad=True)
+    mask = torch.arange(13)[None] < torch.tensor(lengths)[:, None]
+    got, got_mask = pool_groups(x, mask, p)
+    assert got.shape == (3, 4, d) and got_mask.tolist() == [[True] * 4, [True, True, False, False],
+                                                             [True, False, False, False]]
+    want = torch.zeros(3, 4, d, dtype=torch.float64)
+    for b, n in enumerate(lengths):
+        for g in range(-(-n // p)):
+            want[b, g] = x[b, g * p:min(n, g * p + p)].mean(0)
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    w = torch.randn_like(want)
+    (grad,) = torch.autograd.grad((got * w).sum(), x)
+    (grad_want,) = torch.autograd.grad((want * w).sum(), x)
+    assert torch.allclose(grad, grad_want, rtol=1e-12, atol=1e-12)
+    assert torch.equal(pool_mask(mask, p), got_mask)
+
+
+def test_a_pooled_stem_scores_a_sequence_alike_alone_and_in_a_padded_batch():
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match="stem_pool"):
+        EncoderConfig(stem_pool=4, stem_kernel=3)  # narrower than its groups
+    with pytest.raises(ValueError, match="stem_pool"):
+        EncoderConfig(stem_pool=2, stem_kernel=15, track_channels=2)
+    cfg = EncoderConfig(vocab_size=9, d_model=32, n_layers=2, n_heads=4, stem_kernel=15, stem_pool=4,
+                        pooling="attention", pool_position_bins=16, chunk_tokens=64)
+    model = Encoder(cfg).eval().double()
+    ids = torch.randint(5, 9, (2, 301))
+    ids[1, 150:] = cfg.pad_id
+    with torch.no_grad():
+        batch = model(ids).logits
+        alone = model(ids[1:, :150]).logits
+        streamed = model(ids[:1], stream=True).logits  # 76 tokens after the stem: two chunks of 64
+    assert model(ids).hidden.shape == (2, 76, 32)
+    assert torch.allclose(batch[1], alone[0], rtol=1e-10, atol=1e-10)
+    assert torch.allclose(batch[0], streamed[0], rtol=1e-9, atol=1e-9)
+
+
+def test_the_training_estimate_covers_a_pooled_stem():
+    torch.manual_seed(0)
+    cfg = EncoderConfig(vocab_size=9, d_model=48, n_layers=3, n_heads=4, mixer="linear", stem_kernel=15, stem_pool=4,
+                        dropout=0.1, pooling="attention", pool_position_bins=16, chunk_tokens=512)
+    model = Encoder(cfg).train()
+    ids = torch.randint(5, 9, (2, 4001))
+    needed = _saved_bytes(model, ids) + model.n_parameters() * 4 * 4
+    estimate = memory.training_bytes(cfg, 2 * 4001, model.n_parameters())
+    assert needed < estimate < 4 * needed
+
+
 # -- the memory estimate --------------------------------------------------------------------------------------------
 
 def _saved_bytes(model: Encoder, ids: torch.Tensor) -> int:
@@ -241,16 +300,16 @@ def test_the_training_estimate_covers_what_autograd_keeps(mixer, recompute):
 
 def test_the_estimate_scales_with_tokens_and_recompute():
     cfg = make_config("sequence", "base", longest_bp=100_000).model
-    cfg = EncoderConfig(**{**cfg.to_dict(), "vocab_size": 4101})
-    assert cfg.checkpoint_mlp and not cfg.checkpointing
-    one = memory.training_bytes(cfg, 25_000, 10**7, amp=True)
-    ten = memory.training_bytes(cfg, 250_000, 10**7, amp=True)
+    cfg = EncoderConfig(**{**cfg.to_dict(), "vocab_size": 9})
+    assert cfg.checkpoint_mlp and not cfg.checkpointing and cfg.stem_pool == 4
+    one = memory.training_bytes(cfg, 100_000, 10**7, amp=True)
+    ten = memory.training_bytes(cfg, 1_000_000, 10**7, amp=True)
     assert 9 < (ten - 2 * 10**8) / (one - 2 * 10**8) < 11
     assert one < 2.5 * 2**30  # base, MLP recomputed: a 100 kbp sequence in about 2 GiB (measured on an H100: 1.4)
     plain = EncoderConfig(**{**cfg.to_dict(), "checkpoint_mlp": False})
     blocks = EncoderConfig(**{**cfg.to_dict(), "checkpoint_mlp": False, "checkpointing": True})
-    assert memory.training_bytes(plain, 25_000, 10**7, amp=True) > one > 2 * memory.training_bytes(blocks, 25_000,
-                                                                                                   10**7, amp=True)
+    assert memory.training_bytes(plain, 100_000, 10**7, amp=True) > one > 1.5 * memory.training_bytes(
+        blocks, 100_000, 10**7, amp=True)
 
 
 def test_available_memory_is_read_and_can_be_set(monkeypatch):
@@ -318,17 +377,20 @@ def test_a_folder_in_use_by_another_run_is_left_alone(tmp_path, long_set):
 
 
 def test_long_sequences_train_by_default_and_predict_longer_ones(tmp_path, long_set, genome):
-    """The default preset on 3-6 kbp sequences: 6-mer tokens, linear attention, attention pooling over relative
+    """The default preset on 3-6 kbp sequences: single bases through a convolution stem, linear attention,
+    attention pooling over relative
     positions, the recipe in the run log; predict scores a 40 kbp sequence (longer than any in training) and a
     table row over csv's field limit."""
     out = tmp_path / "run"
     r = run("train", "--csv", long_set / "train.csv", "--val-csv", long_set / "val.csv", "--out", out, "--epochs", 2)
     assert r.exit_code == 0, r.output
     config = json.loads((out / "config.json").read_text())["train"]
-    assert (config["k"], config["stride"], config["model"]["mixer"]) == (6, 1, "linear")
+    assert (config["k"], config["stride"], config["model"]["mixer"]) == (1, 1, "linear")
+    assert (config["model"]["stem_kernel"], config["model"]["stem_pool"]) == (15, 1)
     assert config["model"]["pool_position_bins"] == 128 and config["model"]["kmer_logits"] == 0
     log = (out / "train.log").read_text()
-    assert "6-mer tokens at stride 1; 2 x 64 linear blocks; attention pooling with 128 position bins" in log
+    assert ("single bases, a 15-wide convolution stem; 2 x 64 linear blocks; attention pooling with 128 position "
+            "bins") in log
     assert "no bag-of-k-mers term" in log
     record = json.loads((out / "metrics.jsonl").read_text().splitlines()[-2])
     assert record["items_per_s"] > 0 and record["peak_memory_gib"] > 0
