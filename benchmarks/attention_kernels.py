@@ -13,7 +13,7 @@ fla path (fla's chunk_simple_gla numerator + genolin's float32 denominator and s
 (chunks of 128), and fla's own normalised chunk_linear_attn (elu+1 applied before). Errors: each genolin method and
 fla's against the float32 reference of its kind (bidirectional or causal).
 
-    python benchmarks/attention_kernels.py --out benchmarks/results/attention_kernels_h200
+    python benchmarks/attention_kernels.py --out benchmarks/results/attention_kernels/h200
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def write(prefix: str, rows: list[dict], bw: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="benchmarks/results/attention_kernels")
+    ap.add_argument("--out", default="benchmarks/results/attention_kernels/latest")
     ap.add_argument("--only", default="", help="comma-separated substrings: time only the methods naming one")
     args = ap.parse_args()
     only = [w for w in args.only.split(",") if w]

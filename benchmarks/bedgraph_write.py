@@ -7,7 +7,7 @@ number of formatting processes (0: this process formats); figures are the wall c
 both writers, this process's CPU time (the main process of ``genolin predict``, which also runs the model, so
 the less it spends here the better) and the workers' CPU time.
 
-    python benchmarks/bedgraph_write.py --mbp 20 --workers 0 1 --out benchmarks/results/bedgraph_write_cpu
+    python benchmarks/bedgraph_write.py --mbp 20 --workers 0 1 --out benchmarks/results/bedgraph_write/epyc_2cores
     python benchmarks/bedgraph_write.py --mbp 100 --workers 0 4 8 12 --out $OUT/bedgraph_write_h200
 
 Writes PREFIX.json and PREFIX.md.
@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--piece-bins", type=int, default=14336, help="bins per piece (a window's centre)")
     ap.add_argument("--workers", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/bedgraph_write"))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/bedgraph_write/latest"))
     args = ap.parse_args()
 
     rng = np.random.default_rng(0)

@@ -124,7 +124,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--profile-rows", type=int, default=25)
     ap.add_argument("--profile-all", action="store_true", help="a profiler table for every variant")
-    ap.add_argument("--out", default="benchmarks/results/encoder_forward")
+    ap.add_argument("--out", default="benchmarks/results/encoder_forward/latest")
     args = ap.parse_args()
 
     dev = torch.device(args.device)

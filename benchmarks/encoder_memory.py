@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--mixers", nargs="+", default=["linear", "favor", "hybrid"])
     ap.add_argument("--chunk", type=int, default=16384)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "encoder_memory_cpu.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "encoder_memory" / "latest.json")
     ap.add_argument("--one", nargs=2, metavar=("MIXER", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:

@@ -172,7 +172,7 @@ def main() -> None:
                     help="also score the ensemble of every run of a task, all rows (mixers, variants) together")
     ap.add_argument("--no-genolin", dest="genolin", action="store_false", help="the baseline only")
     ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
-    ap.add_argument("--out", default="benchmarks/results/gue_promoters", help="output prefix")
+    ap.add_argument("--out", default="benchmarks/results/gue_promoters/latest", help="output prefix")
     args = ap.parse_args()
 
     work = Path(args.work or tempfile.mkdtemp(prefix="gue_"))

@@ -9,7 +9,7 @@ Stages, each over the whole (tiled) genome, in this process, after the model is 
 The sum of the stages against the pipeline says how much overlap there is; the largest stage bounds the speed.
 Then torch.profiler over a few model batches lists the ops that dominate the forward.
 
-    python benchmarks/predict_profile.py --model RUN --device cpu --out benchmarks/results/predict_profile_cpu
+    python benchmarks/predict_profile.py --model RUN --device cpu --out benchmarks/results/predict_profile/cpu
     python benchmarks/predict_profile.py --preset base --device cuda --mbp 20 --out $OUT/predict_profile_h200
 
 Writes PREFIX.json and PREFIX.md.
@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("--bf16-weights", action=argparse.BooleanOptionalAction, default=None,
                     help="load_run's bf16_weights (default: its own choice: on for track runs on CUDA)")
     ap.add_argument("--work", default=None)
-    ap.add_argument("--out", default="benchmarks/results/predict_profile")
+    ap.add_argument("--out", default="benchmarks/results/predict_profile/latest")
     args = ap.parse_args()
 
     work, run_dir, fasta, bp = prepare(args, "predict_profile_")

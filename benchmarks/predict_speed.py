@@ -10,7 +10,7 @@ The model: --model RUN, or a run of --preset trained for one step on the bundled
 depend on the weights). The genome: --fasta (default the bundled E. coli K-12, 4.64 Mbp), tiled to at least
 --mbp megabases when given (real sequence; contigs tile1, tile2, ...).
 
-    python benchmarks/predict_speed.py --preset tiny --device cpu --out benchmarks/results/predict_speed_cpu
+    python benchmarks/predict_speed.py --preset tiny --device cpu --out benchmarks/results/predict_speed/cpu
     python benchmarks/predict_speed.py --preset base --device cuda --mbp 100 --out $OUT/predict_speed_h200
 
 Writes PREFIX.json (settings, machine, versions, date, rows) and PREFIX.md (the table).
@@ -156,7 +156,7 @@ def main() -> None:
                     help="predict with --compile (torch.compile; its compile time is in 'predict s')")
     ap.add_argument("--window-bp", type=int, default=None, help="predict --window-bp (default: the training window)")
     ap.add_argument("--work", default=None, help="folder for the run, the tiled genome and outputs")
-    ap.add_argument("--out", default="benchmarks/results/predict_speed", help="output prefix")
+    ap.add_argument("--out", default="benchmarks/results/predict_speed/latest", help="output prefix")
     args = ap.parse_args()
 
     work, run, fasta, bp = prepare(args, "predict_speed_")

@@ -8,7 +8,7 @@ mixer) trains on two genomes (`genolin train`, several --fasta/--tss) and scores
 number of training tokens and tokens per optimizer step (batch = tokens_per_step / window tokens). The 1 kb window
 is the short-window baseline of the long-context claim.
 
-    python benchmarks/promoter_tracks.py --parallel 3 --out benchmarks/results/promoter_tracks_h200
+    python benchmarks/promoter_tracks.py --parallel 3 --out benchmarks/results/promoter_tracks/h200
     python benchmarks/promoter_tracks.py --windows 1000,8000 --mixers linear,hybrid --tokens 2e7 --device cpu
 
 Writes PREFIX.json (every run: settings, seconds, metrics), PREFIX.md (tables: held-out AUPRC / positive rate per
@@ -205,7 +205,7 @@ def main() -> None:
     p.add_argument("--parallel", type=int, default=1, help="runs at once (on one GPU they share it)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--work", default=None, help="folder for the runs [default: a temporary folder]")
-    p.add_argument("--out", default="benchmarks/results/promoter_tracks", help="output prefix")
+    p.add_argument("--out", default="benchmarks/results/promoter_tracks/latest", help="output prefix")
     args = p.parse_args()
     args.work = args.work or tempfile.mkdtemp(prefix="promoter_tracks_")
 

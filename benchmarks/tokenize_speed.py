@@ -1,7 +1,7 @@
 """Tokenizer throughput: genolin.tokenize.kmer_ids against the plain Python tokenizer, same input, same run.
 
 Input: the bundled E. coli K-12 genome tiled to --mbp megabases (real sequence). Pinned to one CPU core.
-Prints a table and writes JSON (with CPU, versions and date) to benchmarks/results/.
+Prints a table and writes JSON (with CPU, versions and date) to benchmarks/results/tokenize_speed/.
 
     python benchmarks/tokenize_speed.py            # 64 Mbp, k=6, stride 1 (the issue's setting) + variants
 """
@@ -47,7 +47,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mbp", type=float, default=64.0, help="sequence length in Mbp (default 64)")
     ap.add_argument("--repeats", type=int, default=5, help="genolin timings per setting; the median is kept")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "tokenize_speed.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "tokenize_speed" / "latest.json")
     args = ap.parse_args()
 
     if hasattr(os, "sched_setaffinity"):

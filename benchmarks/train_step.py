@@ -9,8 +9,8 @@ CUDA) and the PyTorch reference (GENOLIN_ATTENTION_BACKEND=reference) in the sam
 torch.cuda.max_memory_allocated on CUDA; on a CPU the bytes autograd keeps for backward (saved-tensor hooks),
 the part that recompute changes. Each point: --warmup untimed steps, then the median of --repeats.
 
-    python benchmarks/train_step.py --device cuda --n 100000 1000000 --out benchmarks/results/train_step_h200
-    python benchmarks/train_step.py --device cpu --n 8192 32768 --out benchmarks/results/train_step_cpu
+    python benchmarks/train_step.py --device cuda --n 100000 1000000 --out benchmarks/results/train_step/h200_eager
+    python benchmarks/train_step.py --device cpu --n 8192 32768 --out benchmarks/results/train_step/cpu
 
 Writes PREFIX.json and PREFIX.md.
 """
@@ -163,7 +163,7 @@ def main() -> None:
                     help="CUDA: after timing, list what is allocated at the peak of one more step")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default="benchmarks/results/train_step", help="output prefix")
+    ap.add_argument("--out", default="benchmarks/results/train_step/latest", help="output prefix")
     args = ap.parse_args()
 
     if args.memory_budget is not None:

@@ -4,7 +4,8 @@ launch overhead of the whole op (eager against CUDA-graph replay).
 Per kernel: median over repetitions of the CUDA time the PyTorch profiler records, and bytes moved / time
 against the copy bandwidth measured in the same run; registers and spills from Triton's compiled kernels.
 
-    python benchmarks/triton_breakdown.py --n 1048576 --maps elu favor --out benchmarks/results/triton_breakdown
+    python benchmarks/triton_breakdown.py --n 16384 131072 1048576 --maps elu favor \\
+        --out benchmarks/results/triton_breakdown/h200
 """
 
 from __future__ import annotations
