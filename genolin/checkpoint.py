@@ -50,7 +50,8 @@ class RunConfig:
     task: str
     train: TrainConfig  # train.model: the encoder config as built (vocabulary, head, seed filled in)
     data: DataSpec
-    task_state: dict = field(default_factory=dict)  # "classes"; "pos_weight" (track), "max_train_bp" (sequence)
+    # "classes"; "pos_weight" and "train_contigs" (track), "max_train_bp" (sequence)
+    task_state: dict = field(default_factory=dict)
     created: str = ""
 
     def to_dict(self) -> dict:
@@ -61,7 +62,7 @@ class RunConfig:
                 "created": self.created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
 
 
-TASK_STATE_KEYS = ("classes", "pos_weight", "max_train_bp")
+TASK_STATE_KEYS = ("classes", "pos_weight", "max_train_bp", "train_contigs")
 
 
 def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
@@ -113,7 +114,8 @@ def _check_encoder(train: TrainConfig, task: str, state: dict) -> None:
 
 
 def _check_task_state(state: dict) -> None:
-    """ValueError unless classes are names and pos_weight / max_train_bp positive numbers (or absent / null)."""
+    """ValueError unless classes are names, pos_weight / max_train_bp positive numbers (or absent / null) and
+    train_contigs [name, length, bp trained from its start] triples (or absent / null)."""
     classes = state.get("classes", [])
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
         raise ValueError(f"classes is {classes!r}")
@@ -121,6 +123,14 @@ def _check_task_state(state: dict) -> None:
         value = state.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
             raise ValueError(f"{key} is {value!r}")
+    contigs = state.get("train_contigs") or []
+    if not isinstance(contigs, list) or not all(_contig_triple(c) for c in contigs):
+        raise ValueError(f"train_contigs is {contigs!r:.200}")
+
+
+def _contig_triple(item) -> bool:
+    return (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in item[1:]) and 0 < item[2] <= item[1])
 
 
 def write_run_config(run_dir: str | os.PathLike, config: RunConfig) -> None:

@@ -6,8 +6,9 @@ The scores come from the run's task (``genolin.tasks``) through ``Task.evaluate`
 takes during training: on the same data a run's validation metrics and evaluate's agree.
 - Sequence classifiers: accuracy, AUROC, AUPRC, MCC, F1, confusion matrix on a labelled set.
 - Track models: per bin and strand, the binary metrics per strand and pooled over both strands, each with its
-  positive rate (the AUPRC of a random predictor), on whole genomes or (``held_out``) on the end of each contig
-  that training held out.
+  positive rate (the AUPRC of a random predictor), on whole genomes less what the run trained on (``held_out``
+  None; logged and noted in the report when a genome overlaps the training data), on the end of each contig that
+  training holds out (True), or on whole genomes (False).
 
 Writes ``out_dir/metrics.json``, ``report.md``, ``roc.png`` and ``pr.png``.
 """
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 
 
 def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = False, threshold: float | None = None,
-             min_distance_bp: int = 100, held_out: bool = False, progress: bool | None = None) -> tuple[dict, Path]:
+             min_distance_bp: int = 100, held_out: bool | None = None, progress: bool | None = None
+             ) -> tuple[dict, Path]:
     """Metrics of ``run`` (a genolin.inference.Run) on ``inputs``, and the report written to ``out_dir``."""
     task = run.task
     eval_set = task.load_evaluation(inputs, held_out=held_out)

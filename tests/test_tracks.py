@@ -146,6 +146,32 @@ def test_several_genomes_validate_per_genome(tmp_path, two_genomes):
     assert r.exit_code == 1 and "B.bed" in r.output and "gB1" in r.output
 
 
+def test_evaluate_scores_only_what_training_held_out_of_a_training_genome(tmp_path, two_genomes):
+    d = two_genomes
+    out = tmp_path / "onA"
+    r = run("train", "--fasta", d / "A.fa", "--tss", d / "A.bed", "--out", out, "--set", "window_bp=2048",
+            "--set", "batch_size=4", "--set", "d_model=32", "--set", "steps=2", "--set", "warmup_steps=1")
+    assert r.exit_code == 0, r.output
+    both = ["--model", out, "--fasta", d / "A.fa", "--tss", d / "A.bed", "--fasta", d / "B.fa", "--tss", d / "B.bed"]
+    r = run("evaluate", *both, "--out", tmp_path / "default")
+    assert r.exit_code == 0, r.output
+    assert "this run trained on genome A contigs gA1, gA2" in r.output and "held out" in r.output
+    ev = json.loads((tmp_path / "default" / "metrics.json").read_text())
+    # A: the held-out tenth of each contig (50-bp bins); B, never trained on: every bin
+    assert ev["genomes"]["A"]["plus"]["n"] == 3_000 // 50 + 1_500 // 50
+    assert ev["genomes"]["B"]["plus"]["n"] == 40_000 // 50
+    assert "genome A contigs gA1, gA2" in ev["scope"]
+    assert "this run trained on genome A" in (tmp_path / "default" / "report.md").read_text()
+    r = run("evaluate", *both, "--whole-genome", "--out", tmp_path / "whole")
+    assert r.exit_code == 0, r.output
+    assert "this run trained on 40,500 of the scored bp (genome A contigs gA1, gA2)" in r.output
+    ev = json.loads((tmp_path / "whole" / "metrics.json").read_text())
+    assert ev["genomes"]["A"]["plus"]["n"] == 30_000 // 50 + 15_000 // 50
+    r = run("evaluate", "--model", out, "--fasta", d / "B.fa", "--tss", d / "B.bed", "--out", tmp_path / "b")
+    assert r.exit_code == 0 and "trained on" not in r.output  # a genome of its own: nothing to say
+    assert "scope" not in json.loads((tmp_path / "b" / "metrics.json").read_text())
+
+
 def test_time_budget_ends_the_schedule():
     cfg = make_config("track", "tiny", {"steps": 1000, "warmup_steps": 10, "lr": 1e-3, "min_lr_ratio": 0.1})
     assert lr_at(5, 1000, cfg) == pytest.approx(6e-4)  # warm-up

@@ -155,7 +155,7 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
         assert starts == sorted(starts) and min(np.diff(starts), default=10**9) > 200
 
     r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
-            "--out", tmp_path / "ev")
+            "--out", tmp_path / "ev", "--whole-genome")  # the training genome: every bin only when asked
     assert r.exit_code == 0, r.output
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     bins = 60_000 // 50 + 9_000 // 50 + 21  # 50-bp evaluation bins; chrC: 1,001 bp -> 21, the last one partial

@@ -28,8 +28,11 @@ from genolin.cli.options import averaging_options, window_option
                    "classes: argmax].")
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Tracks: promoter calls on one strand are at least this many bp apart (as in predict).")
-@click.option("--held-out/--whole-genome", default=False,
-              help="Tracks: score only the end of each contig that training held out (the training genome).")
+@click.option("--held-out/--whole-genome", default=None,
+              help="Tracks: what of the genomes is scored. Default: every bin of the contigs this run did not "
+                   "train on and, of those it trained on (known by name and length), only the part training held "
+                   "out, with a warning naming them. --held-out: the end of every contig that training holds out "
+                   "(val_fraction). --whole-genome: every bin, training part included (with a warning).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
 def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, shift_average, window_bp, threshold, min_distance,
              held_out, device) -> None:

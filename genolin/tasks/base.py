@@ -138,8 +138,9 @@ class Task(ABC):
         """EncoderOutput -> probabilities (float32)."""
 
     @abstractmethod
-    def load_evaluation(self, inputs: DataSpec, *, held_out: bool = False):
-        """Labelled data to score (``genolin evaluate``'s inputs)."""
+    def load_evaluation(self, inputs: DataSpec, *, held_out: bool | None = None):
+        """Labelled data to score (``genolin evaluate``'s inputs); ``held_out`` (tracks): what of a genome is
+        scored (see ``genolin.evaluate``)."""
 
     @abstractmethod
     def evaluate(self, predictor, eval_set, *, rc_average: bool = False, threshold: float | None = None,

@@ -231,6 +231,19 @@ class TrackData:
         return hits * (2 * self.tolerance_bins + 1) / max(bins, 1)
 
 
+def _contig_list(data: TrackData, contigs: dict[str, int], most: int = 3) -> str:
+    """"genome A contig(s) x, y; genome B ..." for the contigs with a nonzero value, at most ``most`` named each."""
+    by_genome: dict[str, list[str]] = {}
+    for c, value in contigs.items():
+        if value:
+            by_genome.setdefault(data.genome_of(c), []).append(data.contig_name(c))
+    parts = []
+    for genome, names in by_genome.items():
+        more = f" and {len(names) - most} more" if len(names) > most else ""
+        parts.append(f"genome {genome} contig{'s' if len(names) > 1 else ''} {', '.join(names[:most])}{more}")
+    return "; ".join(parts)
+
+
 def genome_name(path) -> str:
     """``dir/BACILLUS.fasta.gz`` -> ``BACILLUS``."""
     name = Path(path).name
@@ -262,6 +275,7 @@ class GenomeRegions:
 
     data: TrackData
     regions: list[Region]
+    note: str = ""  # what was scored, when a genome overlaps the run's training data
 
 
 @dataclass
@@ -424,10 +438,12 @@ class TrackTask(Task):
     def __init__(self, cfg: TrainConfig, state: dict | None = None):
         super().__init__(cfg, state)
         self.pos_weight: float | None = (state or {}).get("pos_weight")
+        # [contig, length, bp read from its start] per training contig: evaluate tells training genomes by it
+        self.train_contigs: list | None = (state or {}).get("train_contigs")
         self.train_regions: list[Region] = []
 
     def state(self) -> dict:
-        return {"classes": list(self.strands), "pos_weight": self.pos_weight}
+        return {"classes": list(self.strands), "pos_weight": self.pos_weight, "train_contigs": self.train_contigs}
 
     def head(self) -> dict:
         return {"n_classes": 0, "track_channels": 2}
@@ -451,6 +467,7 @@ class TrackTask(Task):
             regions, val_regions = self.train.split(cfg.val_fraction)
             self.val_set = GenomeRegions(self.train, val_regions)
         self.train_regions = self.train.check_fits(regions, "training part")
+        self.train_contigs = [[self.train.contig_name(c), self.train.lengths[c], b] for c, _, b in self.train_regions]
         rate = self.train.positive_rate(self.train_regions)
         self.pos_weight = cfg.pos_weight if cfg.pos_weight is not None else auto_pos_weight(rate)
         self._loss_weight = torch.tensor([self.pos_weight, self.pos_weight])
@@ -494,14 +511,48 @@ class TrackTask(Task):
         """(B, T, 2) per-bin probabilities: the sigmoid of ``log_odds``."""
         return torch.sigmoid(self.log_odds(out))
 
-    def load_evaluation(self, inputs: DataSpec, *, held_out: bool = False) -> GenomeRegions:
+    def load_evaluation(self, inputs: DataSpec, *, held_out: bool | None = None) -> GenomeRegions:
+        """Every bin of the genomes, but of contigs this run trained on only what training left out (None); the
+        end of each contig that training holds out (True); or every bin, training part included (False)."""
         if not (inputs.fasta and inputs.tss) or inputs.csv:
             raise InputError(None, "a track model is evaluated on --fasta GENOME --tss TSS.bed")
         data = TrackData.load(inputs.fasta, inputs.tss, self.cfg)
-        regions = data.split(self.cfg.val_fraction)[1] if held_out else data.whole()
+        trained = self._trained_bp(data)
+        if held_out is None:
+            regions = [(c, max(a, trained.get(c, 0)), b) for c, a, b in data.whole() if trained.get(c, 0) < b]
+        else:
+            regions = data.split(self.cfg.val_fraction)[1] if held_out else data.whole()
         if not regions:
-            raise InputError(None, "nothing to evaluate: no held-out bins")
-        return GenomeRegions(data, regions)
+            why = "no held-out bins" if held_out else "this run trained on every base of these genomes"
+            raise InputError(None, f"nothing to evaluate: {why} (--whole-genome scores them anyway)")
+        return GenomeRegions(data, regions, self._scope_note(data, trained, regions, held_out))
+
+    def _trained_bp(self, data: TrackData) -> dict[str, int]:
+        """Contig key -> bases from its start that this run trained on, for the contigs of ``data`` it trained on
+        (known by name and length)."""
+        if not self.train_contigs:
+            return {}
+        ends = {(name, length): end for name, length, end in self.train_contigs}
+        return {c: ends[(data.contig_name(c), n)] for c, n in data.lengths.items() if (data.contig_name(c), n) in ends}
+
+    def _scope_note(self, data: TrackData, trained: dict[str, int], regions: list[Region],
+                    held_out: bool | None) -> str:
+        """What was scored of the genomes this run trained on, in a sentence, also logged; "" without overlap."""
+        if self.train_contigs is None and held_out is None:
+            log.info("this run does not record the contigs it trained on: scoring every bin (--held-out: the end "
+                     "of each contig that training holds out)")
+        overlap = {c: sum(max(0, min(b, trained[c]) - a) for r, a, b in regions if r == c) for c in trained}
+        if held_out is None and trained:
+            note = (f"this run trained on {_contig_list(data, trained)}: scored of them only the "
+                    f"{sum(data.lengths[c] - e for c, e in trained.items()):,} bp that training held out "
+                    f"(--whole-genome scores every bin, training part included)")
+        elif any(overlap.values()):
+            note = (f"this run trained on {sum(overlap.values()):,} of the scored bp ({_contig_list(data, overlap)}): "
+                    f"metrics there are no test (evaluate's default scores only what training held out)")
+        else:
+            return ""
+        log.warning("%s", note)
+        return note
 
     def evaluate(self, predictor, eval_set: GenomeRegions, *, rc_average: bool = False, threshold: float | None = None,
                  min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, dict]:
@@ -524,6 +575,8 @@ class TrackTask(Task):
                    scores.values()), threshold), "bin_bp": self.cfg.eval_bin_bp, "genomes": genomes}
         metrics["score"] = float(np.mean([m["pooled"].get("auprc", 0.0) for m in genomes.values()]))
         metrics["best_threshold"] = max_f1_threshold(y, p)
+        if eval_set.note:
+            metrics["scope"] = eval_set.note
         return metrics, scores
 
     # -- reports -----------------------------------------------------------------------------------------------
@@ -537,7 +590,8 @@ class TrackTask(Task):
 
         lines = [f"Bins of {metrics['bin_bp']} bp per strand (a bin is positive when a TSS of its strand is in it; "
                  f"its score is the highest probability inside); calls at threshold {metrics['calls']['threshold']}, "
-                 f"matched to TSSs of their strand within 20 and 100 bp.", "",
+                 f"matched to TSSs of their strand within 20 and 100 bp."
+                 + (f" Note: {metrics['scope']}." if metrics.get("scope") else ""), "",
                  "| genome | strand | bins | positive rate | AUROC | AUPRC | AUPRC / rate | MCC | F1 | calls / Mbp | "
                  "precision 20 / 100 bp | recall 20 / 100 bp |",
                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
