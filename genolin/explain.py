@@ -11,7 +11,9 @@ What is explained is a log-odds score:
   of the strand-averaged probabilities, exactly as ``genolin predict --rc-average --shift-average 0`` computes
   them (no shift views: a shift would move the bases under the attributions);
 - track model: the prior-corrected log-odds of one bin (``bin_offset`` bins from the bin of the region's centre
-  base) on the region's strand (BED column 6; "." counts as +), the model run on the region's bases alone.
+  base) on the region's strand (BED column 6; "." counts as +), the model run on the region's bases alone. A
+  region narrower than 2 x ``flank_bp`` + 1 (predict's peaks.bed calls are one bin wide) is widened to its centre
+  base +- ``flank_bp`` (clipped to its contig), as the workflow's explain does; the centre stays the explained one.
 
 Methods, every one an (L, 4) float32 array per sequence, columns A, C, G, T:
 - ``ism``: in-silico saturation mutagenesis, exact: entry (i, b) is the score of the sequence with base i replaced
@@ -65,6 +67,7 @@ class ExplainOptions:
     target: str | None = None  # sequence classifier: the class explained (default: the second of two)
     rc_average: bool = False  # sequence classifier: explain the strand-averaged probability
     bin_offset: int = 0  # track model: bins from the centre base's bin
+    flank_bp: int = 100  # track model: regions narrower than 2 * flank_bp + 1 are widened to centre +- flank_bp
     top: int = 5  # logos for this many top-scoring sequences
     motifs: bool = False  # TF-MoDISco on the attributions, motifs matched to known promoter elements
     shuffles: int = 20  # deepliftshap: dinucleotide-shuffled references per sequence
@@ -157,6 +160,7 @@ class Region:
     end: int
     strand: str
     seq: bytes
+    centre: int | None = None  # the index in seq of the base whose bin is explained; None: len(seq) // 2
 
     @property
     def channel(self) -> int:
@@ -164,11 +168,12 @@ class Region:
         return 1 if self.strand == "-" else 0
 
 
-def region_bin(run, length: int, offset: int, where: str) -> int:
-    """The token (bin) index of the region's centre base plus ``offset`` bins; InputError when outside."""
+def region_bin(run, length: int, offset: int, where: str, centre: int | None = None) -> int:
+    """The token (bin) index of the region's centre base (``centre``, else length // 2) plus ``offset`` bins;
+    InputError when outside."""
     k, stride = run.config.train.k, run.config.train.stride
     n = n_tokens(length, k, stride)
-    b = (length // 2) // stride + offset
+    b = (length // 2 if centre is None else centre) // stride + offset
     if not 0 <= b < n:
         raise InputError(where, f"bin {offset:+d} from the centre is outside the region's {n} bins (k = {k}, "
                                 f"stride {stride})")
@@ -187,7 +192,7 @@ def track_scores(run, seqs: list[bytes], b: int, channel: int) -> np.ndarray:
 
 def ism_regions(run, regions: list[Region], offset: int, batch: int = 1024, progress=None):
     """Saturation mutagenesis of each region's scored bin: ([(L, 4) effects], (n,) reference log-odds)."""
-    bins = [region_bin(run, len(r.seq), offset, r.name) for r in regions]
+    bins = [region_bin(run, len(r.seq), offset, r.name, r.centre) for r in regions]
     return _ism([r.seq for r in regions],
                 lambda n, chunk: track_scores(run, chunk, bins[n], regions[n].channel), batch, progress)
 
@@ -363,7 +368,7 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
         if options.rc_average or options.target:
             raise InputError(None, "--rc-average and --target are for sequence classifiers; a track model "
                                    "explains one bin (--bin) on the region's strand")
-        regions, lengths = read_regions(inputs.fasta[0], regions_bed)
+        regions, lengths = read_regions(inputs.fasta[0], regions_bed, options.flank_bp)
         ids, seqs = [r.name for r in regions], [r.seq for r in regions]
     else:
         if regions_bed:
@@ -387,7 +392,7 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
             if options.method == "ism":
                 attrs, refs = ism_regions(run, regions, options.bin_offset, progress=bar)
             else:
-                bins = [region_bin(run, len(r.seq), options.bin_offset, r.name) for r in regions]
+                bins = [region_bin(run, len(r.seq), options.bin_offset, r.name, r.centre) for r in regions]
                 channels = [r.channel for r in regions]
                 refs = np.array([track_scores(run, [r.seq], b, c)[0]
                                  for r, b, c in zip(regions, bins, channels, strict=True)])
@@ -446,21 +451,31 @@ def find_motifs(out: Path, seqs: list[bytes], attrs: list[np.ndarray], method: s
     return write_motifs(out, found)
 
 
-def read_regions(genome_path: str, bed: str) -> tuple[list[Region], dict[str, int]]:
-    """The BED's regions with their bases (names: BED column 4, else chrom:start-end(strand); unique)."""
+def read_regions(genome_path: str, bed: str, flank_bp: int = 0) -> tuple[list[Region], dict[str, int]]:
+    """The BED's regions with their bases (names: BED column 4, else chrom:start-end(strand); unique), those
+    narrower than 2 x ``flank_bp`` + 1 widened to their centre base +- ``flank_bp``."""
     from genolin.io.bed import read_bed
     from genolin.io.fasta import Genome
 
     genome = Genome(genome_path)
-    out, seen = [], set()
+    out, seen, widened = [], set(), 0
     for iv in read_bed(bed, genome.lengths):
         name = iv.name if iv.name != "." else f"{iv.chrom}:{iv.start}-{iv.end}({iv.strand})"
         if name in seen:
             name = f"{name}_{iv.chrom}:{iv.start}-{iv.end}"
         seen.add(name)
-        out.append(Region(name, iv.chrom, iv.start, iv.end, iv.strand, genome.fetch(iv.chrom, iv.start, iv.end)))
+        start, end, centre = iv.start, iv.end, None
+        if end - start < 2 * flank_bp + 1:
+            at = start + (end - start) // 2
+            start, end = max(0, at - flank_bp), min(genome.lengths[iv.chrom], at + flank_bp + 1)
+            centre, widened = at - start, widened + 1
+        out.append(Region(name, iv.chrom, start, end, iv.strand, genome.fetch(iv.chrom, start, end), centre))
     if not out:
         raise InputError(bed, "no regions")
+    if widened:
+        log.info("%d of %d regions narrower than %d bp widened to their centre base +- %d bp (--flank; a "
+                 "peaks.bed call is one bin wide); the explained bin stays the centre's", widened, len(out),
+                 2 * flank_bp + 1, flank_bp)
     return out, dict(genome.lengths)
 
 

@@ -219,6 +219,40 @@ def test_track_regions_ism_bigwig_and_gradients(tmp_path, track_run):
     assert np.isfinite(np.load(tmp_path / "sal" / "saliency.npz")["up"]).all()
 
 
+def test_predicted_peaks_are_explained_around_their_centres(tmp_path, track_run):
+    """predict's peaks.bed (one-bin calls) as explain --regions: each call widened to its centre +- 100 bp
+    (clipped at the contig's start), the explained bin the call's own."""
+    from genolin.explain import region_bin
+
+    d = track_run
+    result = run("predict", "--model", d / "run", "--fasta", d / "g.fa", "--threshold", "0", "--min-distance", "8000",
+                 "--device", "cpu", "--out", tmp_path / "p")
+    assert result.exit_code == 0, result.output
+    peaks = tmp_path / "p.peaks.bed"
+    calls = [line.split("\t") for line in peaks.read_text().splitlines() if line.startswith("chrA")]
+    assert calls and all(int(f[2]) - int(f[1]) <= 4 for f in calls)
+    with open(peaks, "a") as fh:
+        fh.write("chrA\t8\t12\tedge\t0\t-\n")  # a call 10 bp from the contig's start
+    result = run("explain", "--model", d / "run", "--fasta", d / "g.fa", "--regions", peaks, "--method", "ism",
+                 "--top", "1", "--device", "cpu", "--out", tmp_path / "ex")
+    assert result.exit_code == 0, result.output
+    a = np.load(tmp_path / "ex" / "ism.npz")
+    assert sorted(a.files) == sorted([f[3] for f in calls] + ["edge"])
+    rows = {f[0]: f for f in (line.split("\t") for line in (tmp_path / "ex" / "scores.tsv").read_text().splitlines())}
+    r = load_run(d / "run", "cpu")
+    genome = (d / "g.fa").read_text().split("\n")[1].encode()
+    for _, start, end, name, _, strand in [*calls[:2], ["chrA", "8", "12", "edge", "0", "-"]]:
+        at = int(start) + (int(end) - int(start)) // 2
+        lo = max(0, at - 100)
+        s = genome[lo:at + 101]
+        assert a[name].shape == (len(s), 4) and int(rows[name][1]) == len(s)
+        b = region_bin(r, len(s), 0, name, at - lo)
+        assert b == (at - lo) // 4  # the bin of the call's centre base (stride 4)
+        ref = track_scores(r, [s], b, 1 if strand.strip() == "-" else 0)[0]
+        assert float(rows[name][2]) == pytest.approx(ref, rel=1e-4, abs=1e-5)
+    assert a["edge"].shape == (10 + 101, 4)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--target", "nonsense"], "--target: class 'nonsense' is not one of the model's classes"),
     (["--regions", "x.bed"], "regions are for track models"),
