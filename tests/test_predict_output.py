@@ -488,3 +488,17 @@ def test_background_bigwig_gathers_pieces_into_the_same_file(tmp_path, batch_bin
         assert np.isfinite(want).sum() > 0.8 * n
         np.testing.assert_array_equal(np.array(gathered.values(contig, 0, n)), want)
     assert one.intervals("chrA") == gathered.intervals("chrA")
+
+
+def test_bedgraph_header_lets_the_browser_scale_to_the_values():
+    """Promoter probabilities mostly stay far below 1: a fixed 0-1 view would draw them as a flat line."""
+    import io
+
+    from genolin.io.bedgraph import BedGraphWriter
+
+    fh = io.BytesIO()
+    with BedGraphWriter(fh, "t", "0,0,0") as w:
+        w.add("chrA", 0, np.array([0.01, 0.2, 0.05], np.float32), 4, 12)
+        w.flush()
+    header = fh.getvalue().decode().splitlines()[0]
+    assert "autoScale=on" in header and "viewLimits" not in header

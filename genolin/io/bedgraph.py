@@ -157,8 +157,8 @@ class BedGraphWriter:
         self._error: BaseException | None = None
         self._parts: str | None = None  # the folder of the workers' part files, made at the first stretch
         self._sent = 0  # stretches sent to the pool (numbers the part files)
-        fh.write(f'track type=bedGraph name="{name}" color={color} visibility=full autoScale=off '
-                 f"viewLimits=0:1\n".encode())
+        # the header goes out before the values, so browsers scale the view to them (most stay far below 1)
+        fh.write(f'track type=bedGraph name="{name}" color={color} visibility=full autoScale=on\n'.encode())
 
     def __enter__(self) -> BedGraphWriter:
         return self
