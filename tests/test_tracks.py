@@ -160,7 +160,7 @@ def test_evaluate_scores_only_what_training_held_out_of_a_training_genome(tmp_pa
     # A: the held-out tenth of each contig (50-bp bins); B, never trained on: every bin
     assert ev["genomes"]["A"]["plus"]["n"] == 3_000 // 50 + 1_500 // 50
     assert ev["genomes"]["B"]["plus"]["n"] == 40_000 // 50
-    assert "genome A contigs gA1, gA2" in ev["scope"]
+    assert "genome A contigs gA1, gA2" in ev["training_overlap"]
     assert "this run trained on genome A" in (tmp_path / "default" / "report.md").read_text()
     r = run("evaluate", *both, "--whole-genome", "--out", tmp_path / "whole")
     assert r.exit_code == 0, r.output
@@ -169,7 +169,7 @@ def test_evaluate_scores_only_what_training_held_out_of_a_training_genome(tmp_pa
     assert ev["genomes"]["A"]["plus"]["n"] == 30_000 // 50 + 15_000 // 50
     r = run("evaluate", "--model", out, "--fasta", d / "B.fa", "--tss", d / "B.bed", "--out", tmp_path / "b")
     assert r.exit_code == 0 and "trained on" not in r.output  # a genome of its own: nothing to say
-    assert "scope" not in json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert "training_overlap" not in json.loads((tmp_path / "b" / "metrics.json").read_text())
 
 
 def test_time_budget_ends_the_schedule():

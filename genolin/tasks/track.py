@@ -576,7 +576,7 @@ class TrackTask(Task):
         metrics["score"] = float(np.mean([m["pooled"].get("auprc", 0.0) for m in genomes.values()]))
         metrics["best_threshold"] = max_f1_threshold(y, p)
         if eval_set.note:
-            metrics["scope"] = eval_set.note
+            metrics["training_overlap"] = eval_set.note
         return metrics, scores
 
     # -- reports -----------------------------------------------------------------------------------------------
@@ -591,7 +591,7 @@ class TrackTask(Task):
         lines = [f"Bins of {metrics['bin_bp']} bp per strand (a bin is positive when a TSS of its strand is in it; "
                  f"its score is the highest probability inside); calls at threshold {metrics['calls']['threshold']}, "
                  f"matched to TSSs of their strand within 20 and 100 bp."
-                 + (f" Note: {metrics['scope']}." if metrics.get("scope") else ""), "",
+                 + (f" Note: {metrics['training_overlap']}." if metrics.get("training_overlap") else ""), "",
                  "| genome | strand | bins | positive rate | AUROC | AUPRC | AUPRC / rate | MCC | F1 | calls / Mbp | "
                  "precision 20 / 100 bp | recall 20 / 100 bp |",
                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
