@@ -9,7 +9,10 @@ The known elements (``KNOWN``) are consensus sequences written out as position p
 IUPAC letter's bases equally likely, smoothed by 0.02): bacterial sigma70 -10 and -35 boxes and the extended
 -10, eukaryotic TATA box, initiator, CCAAT box and GC box. They are textbook consensuses, not fitted matrices:
 a match says "looks like a -10 box", nothing finer. TOMTOM's p-values take their background from the target
-columns, so over 7 targets they are rough (memelite warns below 25): read them as a ranking.
+columns, so over 7 targets they are rough (memelite warns below 25): read them as a ranking. The best match is
+always named, as the closest of the seven, but only a p-value under ``MATCH_P`` (0.05) counts as a match: weaker
+ones are marked "no" in motifs.tsv's ``significant`` column and "weak" on the logo (e.g. a GC box at p 0.36 says
+that none of the seven fits).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from pathlib import Path
 import numpy as np
 
 log = logging.getLogger(__name__)
+
+MATCH_P = 0.05  # a motif's best known element counts as a match below this TOMTOM p-value
 
 IUPAC = {"A": "A", "C": "C", "G": "G", "T": "T", "R": "AG", "Y": "CT", "S": "CG", "W": "AT", "K": "GT", "M": "AC",
          "B": "CGT", "D": "AGT", "H": "ACT", "V": "ACG", "N": "ACGT"}
@@ -55,6 +60,11 @@ class Motif:
     match: str = ""
     match_p: float = float("nan")
     consensus: str = field(default="")
+
+    @property
+    def significant(self) -> bool:
+        """Whether the best known element is a match (TOMTOM p < MATCH_P), not only the closest of a few."""
+        return bool(self.match_p < MATCH_P)
 
 
 def discover(one_hot: np.ndarray, hypothetical: np.ndarray, *, window: int = 15, flank: int = 5,
@@ -123,7 +133,8 @@ def write_meme(path: Path, motifs: list[Motif]) -> None:
 
 
 def write_motifs(out: Path, motifs: list[Motif]) -> str:
-    """motifs.meme, motifs.tsv (name, sign, seqlets, consensus, best known match, p) and motif logos."""
+    """motifs.meme, motifs.tsv (name, sign, seqlets, consensus, best known match, p, whether p < MATCH_P) and
+    motif logos."""
     import logomaker
     import matplotlib
 
@@ -136,14 +147,17 @@ def write_motifs(out: Path, motifs: list[Motif]) -> str:
     out.mkdir(parents=True, exist_ok=True)
     write_meme(out / "motifs.meme", motifs)
     with atomic_open(out / "motifs.tsv") as fh:
-        fh.write("motif\tsign\tseqlets\tconsensus\tbest_known_match\ttomtom_p\n")
+        fh.write("motif\tsign\tseqlets\tconsensus\tbest_known_match\ttomtom_p\tsignificant\n")
         for m in motifs:
-            fh.write(f"{m.name}\t{m.sign}\t{m.seqlets}\t{m.consensus}\t{m.match}\t{m.match_p:.3g}\n")
+            fh.write(f"{m.name}\t{m.sign}\t{m.seqlets}\t{m.consensus}\t{m.match}\t{m.match_p:.3g}\t"
+                     f"{'yes' if m.significant else 'no'}\n")
     (out / "motif_logos").mkdir(exist_ok=True)
     for m in motifs:
         fig, ax = plt.subplots(figsize=(max(3.0, len(m.ppm) * 0.4), 2.0))
         logomaker.Logo(pd.DataFrame(m.contribution, columns=list("ACGT")), ax=ax, color_scheme="classic")
-        ax.set_title(f"{m.name} ({m.seqlets} seqlets): {m.consensus} ~ {m.match} (p {m.match_p:.2g})", fontsize=8)
+        weak = "" if m.significant else f", weak: p >= {MATCH_P}"
+        ax.set_title(f"{m.name} ({m.seqlets} seqlets): {m.consensus} ~ {m.match} (p {m.match_p:.2g}{weak})",
+                     fontsize=8)
         fig.tight_layout()
         with atomic_path(out / "motif_logos" / f"{m.name}.png") as tmp:
             fig.savefig(tmp, format="png", dpi=110)
@@ -151,4 +165,4 @@ def write_motifs(out: Path, motifs: list[Motif]) -> str:
     return f"{len(motifs)} motifs -> {out}/motifs.meme, motifs.tsv"
 
 
-__all__ = ["KNOWN", "Motif", "consensus_ppm", "discover", "match", "trim", "write_meme", "write_motifs"]
+__all__ = ["KNOWN", "MATCH_P", "Motif", "consensus_ppm", "discover", "match", "trim", "write_meme", "write_motifs"]

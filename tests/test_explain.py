@@ -304,3 +304,18 @@ def test_known_motif_matrices():
     np.testing.assert_allclose(ppm[5], [0.5, 0, 0.5, 0])
     for consensus in KNOWN.values():
         np.testing.assert_allclose(consensus_ppm(consensus).sum(1), 1.0)
+
+
+def test_weak_motif_matches_are_marked(tmp_path):
+    """The closest known element is always named, but only a TOMTOM p under MATCH_P counts as a match."""
+    from genolin.motifs import MATCH_P, Motif, consensus_ppm, write_motifs
+
+    ppm = consensus_ppm("GGGGCGGGG")
+    motifs = [Motif("positive_0", "positive", ppm, ppm - 0.25, 40, "GC box (Sp1)", 0.361, "GGGGCGGGG"),
+              Motif("positive_1", "positive", ppm, ppm - 0.25, 90, "sigma70 -10 box", 0.001, "TATAAT")]
+    assert MATCH_P == 0.05 and not motifs[0].significant and motifs[1].significant
+    write_motifs(tmp_path, motifs)
+    lines = [line.split("\t") for line in (tmp_path / "motifs.tsv").read_text().splitlines()]
+    assert lines[0][-2:] == ["tomtom_p", "significant"]
+    assert [(r[4], r[5], r[6]) for r in lines[1:]] == [("GC box (Sp1)", "0.361", "no"),
+                                                      ("sigma70 -10 box", "0.001", "yes")]

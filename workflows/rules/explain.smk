@@ -32,4 +32,4 @@ rule explain_top_promoters:
         "--method {params.method} --motifs --device {params.device} --out {params.out} >> {log} 2>&1; "
         "else echo 'no promoter calls to explain' >> {log}; "
         "printf 'id\\tlength\\tlog_odds\\tmax_importance\\n' > {output.scores}; "
-        "printf 'motif\\tsign\\tseqlets\\tconsensus\\tbest_known_match\\ttomtom_p\\n' > {output.motifs}; fi"
+        "printf 'motif\\tsign\\tseqlets\\tconsensus\\tbest_known_match\\ttomtom_p\\tsignificant\\n' > {output.motifs}; fi"

@@ -31,6 +31,11 @@ def cell(value):
     return f"{value:.4f}" if isinstance(value, float) else ("" if value is None else str(value))
 
 
+def known(fields: list[str]) -> str:
+    """A motif row's best known match, or the closest element marked as no match (column 7, where written)."""
+    return f"none (closest: {fields[4]})" if fields[6:7] == ["no"] else fields[4]
+
+
 with open(snakemake.output.table, "w") as fh:  # noqa: F821
     fh.write("\t".join(COLUMNS) + "\n")
     for row in table:
@@ -43,6 +48,8 @@ lines += [""]
 for path in map(Path, snakemake.input.metrics):  # noqa: F821
     rel = Path("..") / path.parent.relative_to(summary.parent.parent)
     lines += [f"## {path.parts[-3]} on {path.parts[-2]}", "", f"![ROC]({rel}/roc.png) ![PR]({rel}/pr.png)", ""]
+
+
 for path in map(Path, snakemake.input.motifs):  # noqa: F821 - explain_top_promoters' motif tables
     model, genome = path.parts[-3], path.parts[-2]
     found = [line.split("\t") for line in path.read_text().splitlines()[1:] if line]
@@ -52,7 +59,9 @@ for path in map(Path, snakemake.input.motifs):  # noqa: F821 - explain_top_promo
         lines += ["No motif found (too few or too weak attributions; see the explain log).", ""]
         continue
     lines += ["| motif | sign | seqlets | consensus | best known match | TOMTOM p |", "|---|---|---:|---|---|---:|"]
-    lines += [f"| ![{f[0]}]({rel}/motif_logos/{f[0]}.png) {f[0]} | " + " | ".join(f[1:6]) + " |" for f in found]
-    lines += [""]
+    lines += [f"| ![{f[0]}]({rel}/motif_logos/{f[0]}.png) {f[0]} | " + " | ".join([*f[1:4], known(f), f[5]]) + " |"
+              for f in found]
+    lines += ["", "A known element is named a match at TOMTOM p < 0.05 (genolin.motifs.MATCH_P); above it, only the "
+                  "closest of the seven bundled consensuses is shown.", ""]
 summary.write_text("\n".join(lines))
 logging.info("%d metric rows from %d evaluations", len(table), len(snakemake.input.metrics))  # noqa: F821
