@@ -339,7 +339,8 @@ def run_settings(run: Path) -> dict:
         return {}
     model = train.get("model", {})
     return {"k": train.get("k"), "stride": train.get("stride"), "mixer": model.get("mixer"),
-            "n_layers": model.get("n_layers"), "d_model": model.get("d_model"), "max_len": model.get("max_len")}
+            "n_layers": model.get("n_layers"), "d_model": model.get("d_model"), "max_len": model.get("max_len"),
+            "stem_pool": model.get("stem_pool", 1), "crop_min_bp": train.get("crop_min_bp", 0)}
 
 
 def genolin_run(args, split: dict, held: str, length: int, seed: int, work: Path) -> dict:
@@ -458,7 +459,9 @@ def recipe(runs: list[dict]) -> str:
     r = next((r for r in runs if r.get("mixer")), None)
     if r is None:
         return ""
-    return f"{r['mixer']}, k {r['k']} / stride {r['stride']}, {r['n_layers']} x {r['d_model']}"
+    stem = f", stem pooled x{r['stem_pool']}" if (r.get("stem_pool") or 1) > 1 else ""
+    crop = f", centre crops from {r['crop_min_bp']:,} bp" if r.get("crop_min_bp") else ""
+    return f"{r['mixer']}, k {r['k']} / stride {r['stride']}{stem}{crop}, {r['n_layers']} x {r['d_model']}"
 
 
 def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], baselines: dict, speed: list[dict]) -> str:
