@@ -12,7 +12,7 @@ import torch
 ON_GPU = torch.cuda.is_available()
 if not ON_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # conftest sets it too: it must precede the import of triton
-pytest.importorskip("triton", reason="triton is not installed")
+pytest.importorskip("triton", reason="triton is not installed (the gpu extra; the dev extra includes it)")
 
 import genolin.model as model_module  # noqa: E402
 from genolin.model import Encoder, EncoderConfig  # noqa: E402

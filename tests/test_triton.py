@@ -11,7 +11,7 @@ import torch
 ON_GPU = torch.cuda.is_available()
 if not ON_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # conftest sets it too: it must precede the import of triton
-pytest.importorskip("triton", reason="triton is not installed")
+pytest.importorskip("triton", reason="triton is not installed (the gpu extra; the dev extra includes it)")
 
 from genolin.ops import FEATURE_MAPS, favor_projection, linear_attention, naive_linear_attention  # noqa: E402
 

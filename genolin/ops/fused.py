@@ -25,7 +25,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from genolin.ops.norm_conv import HAS_TRITON
+from genolin.ops.norm_conv import HAS_TRITON, require_triton
 
 
 def swiglu_reference(u: torch.Tensor) -> torch.Tensor:
@@ -62,6 +62,7 @@ def _no_grad(*tensors: torch.Tensor) -> None:
 def swiglu(u: torch.Tensor) -> torch.Tensor:
     """``swiglu_reference`` in one kernel (CUDA, or any device under TRITON_INTERPRET=1; no gradient)."""
     _no_grad(u)
+    require_triton("the fused block kernels")
     from genolin.ops.fused_triton import swiglu_kernel
 
     return swiglu_kernel(u)
@@ -71,6 +72,7 @@ def gated_mix(z: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
     """``gated_mix_reference`` in one kernel; a and b may be strided views (the local attention's transposed
     output), the result is contiguous in the dtype the reference gives."""
     _no_grad(z, a, b)
+    require_triton("the fused block kernels")
     from genolin.ops.fused_triton import gated_mix_kernel
 
     return gated_mix_kernel(z, a, b)
@@ -81,6 +83,7 @@ def add_rms_norm(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, eps: fl
     """``add_rms_norm_reference`` in one kernel: the sum rounded to its dtype, then normalised from that (as the
     reference does)."""
     _no_grad(x, y, weight)
+    require_triton("the fused block kernels")
     from genolin.ops.fused_triton import add_rms_norm_kernel
 
     return add_rms_norm_kernel(x, y, weight, float(eps), out_dtype)

@@ -39,6 +39,7 @@ from genolin.ops.feature_maps import (
     favor_logits,
     favor_scale,
 )
+from genolin.ops.norm_conv import require_triton
 
 BACKENDS = ("auto", "reference", "triton", "fla")  # triton: bidirectional kernels; fla: causal ones
 DEFAULT_CAUSAL_CHUNK = 128  # causal attention is always chunked: within a chunk it forms a (C, C) matrix
@@ -341,6 +342,7 @@ def linear_attention(
                                       "'reference' backend (or 'auto')")
         if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
             raise ValueError(f"the Triton backend takes float32, bfloat16 or float16, not {q.dtype}")
+        require_triton("the linear attention kernels")
         from genolin.ops.linear_attn_triton import triton_linear_attention
 
         return triton_linear_attention(q, k, v, feature_map=feature_map, projection=projection,

@@ -46,6 +46,14 @@ def norm_conv_reference(x: torch.Tensor, norm_weight: torch.Tensor, eps: float, 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
+def require_triton(what: str) -> None:
+    """An ImportError naming the extra to install, when ``what`` (kernels asked for by name) needs the missing
+    triton: CPU installs leave it out, and every "auto" choice falls back to the PyTorch references."""
+    if not HAS_TRITON:
+        raise ImportError(f"{what} need triton, which is not installed (pip install 'genolin[gpu]'; CUDA builds of "
+                          f"torch bring it)")
+
+
 def norm_conv_applies(x: torch.Tensor) -> bool:
     """Whether the model's blocks take the kernel: inference (gradients off) on CUDA tensors with Triton
     installed; the environment variable GENOLIN_NORM_CONV=reference turns it off (to compare whole runs)."""
@@ -65,6 +73,7 @@ def norm_conv(x: torch.Tensor, norm_weight: torch.Tensor, eps: float, conv_weigh
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                        for t in (x, norm_weight, conv_weight, conv_bias)):
         raise NotImplementedError("the norm_conv kernel is for inference: it has no backward")
+    require_triton("the norm_conv kernels")
     from genolin.ops.norm_conv_triton import norm_conv_kernel, norm_conv_op
 
     # compiled blocks call the op (opaque to the compiler); eager calls launch the kernel without it
