@@ -91,10 +91,10 @@ class TrainConfig:
     amp: bool = True  # bf16 autocast on CUDA
     compile: bool = False  # CUDA: torch.compile the encoder's blocks (Encoder.compile_blocks; ~10-30 s at the start)
     # with compile: the share of activations compiled blocks keep for backward (Encoder.set_activation_memory_budget;
-    # None: torch's default, 1); e.g. 0.13 without checkpointing: 100 kbp in 1.91 GiB at 30-33 ms on an H200
+    # None: torch's default, 1); lower recomputes more inside the compiled backward (0.13: about a fifth of the memory)
     compile_memory_budget: float | None = None
     # with compile: torch.compile's mode, "default" or "max-autotune-no-cudagraphs" (inductor times kernel choices
-    # while compiling, a minute or more on a machine's first run: 100 kbp at budget 0.13 in 28.4 ms against 32.5)
+    # while compiling, a minute or more on a machine's first run, for somewhat faster steps)
     compile_mode: str = "default"
     seed: int = 0
 
@@ -130,41 +130,16 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
            "model.window": "model.local_window_tokens", "model.chunk_size": "model.chunk_tokens"}
 
 
+# What each preset was chosen on, with the measurements: docs/benchmarks.md, "How the presets were chosen".
 # Track presets: a schedule in optimizer steps that ends by the preset's time budget at the latest (max_minutes: the
-# cosine is stretched over the clock where steps would run past it). The recipe is the best of the leave-one-genome-
-# out benchmarks (benchmarks/results/promoter_tracks_h200*_2026-11-23): hybrid mixer, 8 kb windows, lr 1e-3, 100
-# warm-up steps, positives within +-24 bp of a TSS at training time (tolerance_bins 12 at stride 2, 6 at stride 4).
-# Step counts from runs alone on one H200 (small: 2089 steps in its first minute, base: 1284 at stride 2 with 16
-# windows, the tokens per step of its stride-4 batch of 32) and 2 CPU cores (tiny).
-# The tiny track model (benchmarks/results/tiny_track_variants_h200_2026-11-24, 2000 steps, 3 bacteria held out in
-# turn): d_model 32 with linear attention scored a mean AUPRC of 0.0607 / 0.0627 (seeds 0 / 1) against 0.0584 for the
-# former d_model 64 hybrid and 0.0593 / 0.0568 for a d_model 32 hybrid, and predicts about 5x faster on 2 CPU cores
-# (the local softmax was over half of the hybrid's CPU time); stride 8 (k = 8) lost a third of the AUPRC.
-# base reads its 6-mers at stride 4 (2,048 tokens per 8 kb window, 32 windows: the 65,536 tokens per step of stride 2's
-# 16): leave one genome out, 5e7 tokens, seeds 0 and 1 (benchmarks/results/track_stride_predict_h200_2026-11-25), mean
-# held-out AUPRC 0.0618 / 0.0633 against stride 2's 0.0621 / 0.0621, for half the tokens per genome: predict on one
-# H200 with RC averaging 16.0-16.9 Mbp/s against 9.2-9.3 (eager, 102 Mbp, bedGraph; bins of 4 bp instead of 2).
+# cosine is stretched over the clock where steps would run past it); hybrid mixer (linear attention in tiny, whose
+# local softmax was over half of the hybrid's CPU time), 8 kb windows, positives within +-24 bp of a TSS while
+# training. base reads 6-mers at stride 4: held-out AUPRC as stride 2's for half the tokens, so predict runs faster.
 # Sequence presets: single-base tokens under a width-15 convolutional stem, early stopping after 10 epochs without
-# a better dev MCC (benchmarks/results/gue_promoters_h200_stem_2026-11-23: GUE prom_core_all 60.0 -> 66.6 with
-# small; tiny on 2 CPU cores, prom_core_tata: 46.8 -> 68.1, where patience 3 had stopped it too early). tiny adds
-# the bag-of-k-mers logits (model.kmer_logits): prom_300_tata in 3 min on one core 15.0 -> 39.3 (the regression
-# alone: 44.6). Reverse-complement augmentation (benchmarks/results/gue_promoters_h200_rc_mixers_2026-11-23, small
-# on a shared H200, 6 min, test scored RC-averaged for runs trained with RC): with the deltanet mixer it is the best
-# overall (prom_core_all 65.6, prom_core_notata 67.3, prom_core_tata 74.2, prom_300_tata 53.9; without RC: 65.0,
-# 65.9, 55.7, 63.6; linear attention with RC: 66.3, 68.7, 60.9, 36.7; one seed each, prom_core_tata varies by
-# +-3.5 over seeds), so small and base use RC augmentation (predict and evaluate them with --rc-average). The mixer
-# column (benchmarks/results/attention_mixers_h200_2026-11-24, 5 min per run on a shared H200): the dense synthesizer
-# beat deltanet on all four tasks with small (3 seeds: 64.97, 68.11, 78.86, 67.25 against 63.23, 67.56, 70.13, 51.90)
-# and on three of four with base (seed 0, 7.8 min: 66.92, 67.51, 81.30, 75.07 against 63.54, 67.57, 74.94, 53.07;
-# 3 seeds of base: 67.31, 67.75, 81.64, 72.66),
-# so small and base use it; it is length-limited (model.max_len: the longest training sequence unless set).
-# tiny (2 CPU cores) trains without RC (rc_prob 0): its k-mer term then starts from the forward-strand regression,
-# the one a k-mer baseline fits (with RC rows it lost 3-6 MCC points on the TATA tasks), and prom_300_tata went
-# 41.0 -> 50.4 (3 min). Its mixer, on 2 CPU cores, 3 min, seeds 0 and 1
-# (benchmarks/results/gue_tiny_cpu_synthesizer_2026-11-24): the dense synthesizer scored prom_core_tata 65.80
-# against linear attention's 48.45 (which never left its epoch-0 k-mer model) and prom_300_tata 45.09 against
-# 45.97 (one epoch in 3 min: 4x linear attention's cost per epoch at 300 nt), so tiny uses it too; the delta
-# rule's PyTorch form trained 2-4 epochs in 3 CPU minutes where linear attention trained 10.
+# a better dev MCC. small and base train with reverse complements (predict and evaluate average both strands) and the
+# dense synthesizer, the best mixer on the GUE promoter tasks; it is length-limited (model.max_len: the longest
+# training sequence unless set). tiny (2 CPU cores) adds the bag-of-k-mers logits and trains without reverse
+# complements, so its k-mer term starts from the forward-strand regression a k-mer baseline fits.
 # Long sequences (the longest training or validation input above LONG_SEQUENCE_BP): the "sequence_long" section
 # replaces "sequence". Single-base tokens through a 15-wide convolution stem averaged over groups of 1, 2 or 4
 # (``long_stride``: what keeps the longest input within LONG_TOKENS), a linear-time mixer (linear attention on 2 CPU

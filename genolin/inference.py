@@ -51,23 +51,17 @@ log = logging.getLogger(__name__)
 Piece = tuple[str, int, np.ndarray]  # (contig, first bin, probs (n, 2))
 WINDOW_BATCH_TOKENS = {False: 2**15, True: 2**18}  # tokens per batch of genome windows: CPU, CUDA (RC doubles it)
 # genome windows on a CPU: batches run on this many model threads at once (at most), the cores shared out among
-# them; a small model's operations are too short to keep several cores busy each (2 cores, tiny model, E. coli:
-# the forward passes took 1.8 s on 2 threads of one core each against 2.6-2.9 s on one thread of two cores).
-# Batches of 2**15 tokens: smaller ones lost more to the threads' turns at the GIL (2**13: 2.4-2.9 s after model
-# load, 2**15: 2.1, 2**16: 2.3-2.6, 2**17: 3.4-3.6)
+# them: a small model's operations are too short to keep several cores busy each. Batches of 2**15 tokens: smaller
+# ones lose more to the threads' turns at the GIL, larger ones to cache misses (docs/benchmarks.md, prediction speed)
 CPU_MODEL_THREADS = 4
 # CUDA: batches in the GPU's queue while the main thread writes an earlier one
 CUDA_QUEUE_DEPTH = 2
 # CUDA: pieces computed ahead of the writers and peak callers (``region_probs(ahead=True)``), on a thread of their
-# own: with the forward replayed from CUDA graphs, peak calling and the writers' dispatch (1.0-1.7 s of a 102 Mbp
-# genome under py-spy) held up the launches on one thread. Measured with the ids made on the GPU: bedGraph with
-# RC 4.79-5.03 -> 4.61-4.71 s after load, without RC within noise (H100, 2026-11-25,
-# benchmarks/results/predict_ahead_2026-11-25)
+# own: with the forward replayed from CUDA graphs, peak calling and the writers' dispatch held up the launches when
+# they shared one thread
 PIECES_AHEAD = 4
-# CUDA: threads reading genome windows ahead of the GPU. Tokenizing them on the host (kmer_ids per window) took
-# 4 threads to keep up with the forward in CUDA graphs; with the k-mer ids made on the GPU (``window_ids``) the host
-# only joins base codes, and one thread did best: 102 Mbp, bedGraph, RC 4.49-4.50 s after load against 4.61-4.71
-# with 4 (fewer threads waiting on the GIL; H100, 2026-11-25, benchmarks/results/predict_ahead_2026-11-25)
+# CUDA: threads reading genome windows ahead of the GPU. With the k-mer ids made on the GPU (``window_ids``) the
+# host only joins base codes, and one thread keeps up (more only wait on the GIL)
 CUDA_TOKEN_THREADS = 1
 
 
@@ -80,8 +74,7 @@ class Predictor:
     the next batch runs.
     ``compile``: the blocks go through torch.compile (``Encoder.compile_blocks``: norm, convolution, MLP and the
     elementwise work between kernels fused; genome batches are padded to one shape). Opt-in: eager genome batches
-    replay CUDA graphs, which compiled blocks cannot, and ran faster (H100, base model, 1 Gbp, RC averaging,
-    bedGraph: 33.7-33.9 s after load against 52.8 compiled; benchmarks/results/predict_multi_gpu_h100x2_2026-11-25)."""
+    replay CUDA graphs, which compiled blocks cannot, and run faster (docs/benchmarks.md, prediction speed)."""
 
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
                  amp: bool = False, dist: Dist | None = None, compile: bool = False,
@@ -417,8 +410,8 @@ class Predictor:
         """(pending, bases, codes (R or 2R, L) uint8, nbins (R,) int64): the windows' base codes, then
         (rc_average) their reverse complements' (``padded_codes``); nbins: each row's real bins (0: padding). The
         model's device makes the tokens (``window_ids``): the host's work is a few C passes per batch, not a
-        tokenizer's per window (on CUDA with the forward in graphs, 4 threads of it could not keep up with the
-        GPU; H100, 2026-11-25)."""
+        tokenizer's per window (on CUDA with the forward in graphs, host tokenizers could not keep up with the
+        GPU)."""
         bases = [data.bases(w) for w, _, _ in pending]
         bins = [w.bins for w, _, _ in pending]
         # compiled or CUDA graphs: one shape for every batch, one compiled or captured graph (the reverse
@@ -580,8 +573,8 @@ class GraphCaptureError(RuntimeError):
 
 class GraphedForward:
     """``forward(*flags, *inputs)`` on CUDA, replayed from CUDA graphs captured at the first call of each (input shapes,
-    flags): one launch a batch instead of the hundreds an eager forward makes from Python (the base track model: about
-    30 ms of the host's time a genome batch, more than the GPU's work at stride 4; H100, 2026-11-25).
+    flags): one launch a batch instead of the hundreds an eager forward makes from Python (for the base track model
+    more of the host's time than the GPU's work at stride 4).
 
     Each graph has its own input buffers, copied into from the call's host tensors, its own output and memory pool: a
     replay overwrites the previous replay's output, so a caller uses the output through operations queued on the same
@@ -622,8 +615,8 @@ class GraphedForward:
 
 
 def load_kernels() -> None:
-    """Import the Triton kernels' modules and compute Triton's cache key (it hashes Triton's own files: 0.3-0.4 s
-    of the first launch on the H100 host, 2026-11-25). ``load_run`` runs it on a background thread while the
+    """Import the Triton kernels' modules and compute Triton's cache key (it hashes Triton's own files, a few tenths
+    of a second of the first launch). ``load_run`` runs it on a background thread while the
     weights load; whatever it leaves undone the first launch does."""
     import importlib
 
@@ -697,8 +690,8 @@ class Run:
 def default_views(task: str, train: TrainConfig) -> tuple[bool, int]:
     """(both strands averaged, shift views) that predict and evaluate use unless told otherwise: a sequence
     classifier trained with reverse complements (rc_prob > 0: small, base) is scored over both strands and its
-    training's shifts (max_shift_bp), 8 views with the presets (GUE promoter tasks: +1.15 test MCC on average,
-    benchmarks/results/gue_promoters_h200_shift_2026-11-24); anything else over the input as given."""
+    training's shifts (max_shift_bp), 8 views with the presets (better test MCC on the GUE promoter tasks,
+    docs/benchmarks.md); anything else over the input as given."""
     if task == "sequence" and train.rc_prob > 0:
         return True, train.max_shift_bp
     return False, 0

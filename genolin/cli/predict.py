@@ -30,9 +30,8 @@ from genolin.cli.options import averaging_options, window_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
 @click.option("--compile/--no-compile", "compile_model", default=False,
-              help="Run the model's blocks through torch.compile (compiling takes about 10 s on a machine's first "
-                   "run). Eager batches replay CUDA graphs, which compiled blocks cannot: 1 Gbp with RC averaging took "
-                   "33.8 s after load eager against 52.8 s compiled on an H100.")
+              help="Run the model's blocks through torch.compile (compiling takes seconds on a machine's first run). "
+                   "Off by default: eager batches replay CUDA graphs, which compiled blocks cannot, and run faster.")
 def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, threshold, track_format, contigs,
             min_distance, batch_size, device, compile_model) -> None:
     """Predict promoters with a trained model."""
