@@ -733,8 +733,7 @@ class TrackTask(Task):
         (``region_probs(everywhere=True)``); rank 0 writes the plus strand and calls the promoters of both, as one
         process does, rank 1 writes the minus strand into a folder beside the outputs, other ranks only compute;
         after a barrier rank 0 moves the minus strand into place. The files are one process's byte for byte, and
-        no rank appends another's output: with runs of contigs per rank, rank 0 appended the other's 7 GB of
-        bedGraph after the barrier (1.5-3.0 s of 20-23 at 1 Gbp on two H100s, 2026-11-25)."""
+        no rank appends another's output (appending a 1 Gbp genome's other strand after the barrier cost seconds)."""
         import shutil
 
         dist, rank = predictor.dist, predictor.dist.rank
