@@ -589,6 +589,9 @@ def test_labelled_fasta_forms_accumulation_and_early_stopping(tmp_path, gue_smal
     state = json.loads((tmp_path / "c" / "trainer_state.json").read_text())
     # the fitted k-mer regression, validated before training (epoch 0), stays the best: patience 2 ends at epoch 2
     assert state["done"] and state["epoch"] == 2 and state["best_epoch"] == 0
+    r = CliRunner().invoke(cli, ["predict", "--model", str(tmp_path / "c"), "--csv", str(gue_small / "dev.csv"),
+                                 "--out", str(tmp_path / "c.tsv")])
+    assert r.exit_code == 0 and "from before the first training step (training never beat" in r.output, r.output
 
 
 def test_training_must_beat_the_starting_model_by_one_standard_error():
