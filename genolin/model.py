@@ -17,26 +17,9 @@
                       ``SequenceTask.init_model``)
     -> track head:    per-token logits (B, N, track_channels)    (e.g. + and - strand promoter scores)
 
-Mixers (``EncoderConfig.mixer``):
-- "softmax": exact attention (quadratic; a baseline).
-- "linear":  linear attention with feature map elu / relu / exp, optionally after a learned per-head projection
-             of q and k to ``feature_dim`` features (design document 002).
-- "favor":   FAVOR+ with ``favor_features`` random features, redrawn by ``redraw_favor_features(step)`` while
-             training (a buffer: fixed in eval and saved with the model).
-- "hybrid":  softmax inside non-overlapping windows of ``local_window_tokens`` tokens plus global linear
-             attention, mixed per head and token by a learned sigmoid gate (design document 000).
-- "gla", "deltanet", "gated_deltanet": recurrent states with decay gates and/or the delta rule (design document
-             001; ``ops/gla.py``, ``ops/delta_rule.py``), bidirectional: the same scan left-to-right and
-             right-to-left, summed, then a per-head RMSNorm. gla: per-key-dim log-decay logsigmoid(W x) / 16
-             (clamped at -4); deltanet: q, k = l2norm(silu(.)), write strength beta = sigmoid(W x); gated_deltanet:
-             also a per-head decay -exp(A_log) softplus(W x + dt_bias), as in Gated DeltaNet.
-- "linformer", "fnet", "synthesizer": the baselines of design document 003 (``ops/mixing.py``): keys/values
-             projected along the length to ``linformer_rows`` rows; Fourier mixing over length and hidden (no
-             q/k/v); attention weights from a per-token MLP (``synthesizer="dense"``) or learned factorised
-             random logits (``"random"``, rank ``synthesizer_rank``). linformer and synthesizer take at most
-             ``max_len`` tokens (training sets it to its longest input unless given).
-Only linear, favor and hybrid have the streaming path and the causal form; the others run whole windows
-(genome prediction works in training-length windows, so they predict genomes too).
+Mixers (``EncoderConfig.mixer``): softmax, linear, favor, hybrid, gla, deltanet, gated_deltanet, linformer, fnet,
+synthesizer: one class per kind in ``genolin.mixers`` (``genolin/mixers/<family>.py``), registered in ``MIXER_CLASSES``;
+each block builds its mixer by name (``build_mixer``).
 
 Memory: with gradients off and N > ``chunk_tokens`` the forward pass streams every sub-layer over chunks of
 tokens (norm, convolution, projections, attention state, MLP), so peak memory is a few (N, d) activations.
@@ -60,41 +43,25 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from genolin.ops import (
-    accumulate_state,
-    add_rms_norm,
-    bidirectional_scan,
-    causal_linear_attention,
-    check_length,
-    delta_rule,
-    favor_projection,
-    fnet_mixing,
-    fused_applies,
-    gated_mix,
-    gla,
-    linear_attention,
-    linformer_attention,
-    local_softmax_attention,
-    norm_conv,
-    norm_conv_applies,
-    query_state,
-    softmax_attention,
-    swiglu,
-    synthesizer_attention,
+from genolin.mixers import (
+    CAUSAL_MIXERS,
+    GLA_GATE_NORMALIZER,
+    GLA_MIN_LOG_DECAY,
+    LENGTH_LIMITED_MAX_TOKENS,
+    LENGTH_LIMITED_MIXERS,
+    MIXERS,
+    SCAN_MIXERS,
+    STREAMING_MIXERS,
+    Mixer,
+    build_mixer,
+    listed,
+    mixer_class,
 )
+from genolin.ops import add_rms_norm, fused_applies, norm_conv, norm_conv_applies, swiglu
 
-MIXERS = ("softmax", "linear", "favor", "hybrid", "gla", "deltanet", "gated_deltanet", "linformer", "fnet",
-          "synthesizer")
-STREAMING_MIXERS = ("linear", "favor", "hybrid")  # the chunked streaming path and the causal step API
-SCAN_MIXERS = ("gla", "deltanet", "gated_deltanet")
-LENGTH_LIMITED_MIXERS = ("linformer", "synthesizer")  # parameters sized by max_len
-# the longest input new runs may give a length-limited mixer (genolin.config, SequenceTask): the dense synthesizer's
-# logits are (B, H, N, max_len), 1 GiB per sequence and layer at 8,192 tokens with 4 heads in float32
-LENGTH_LIMITED_MAX_TOKENS = 8192
 # attention pooling's score per position bin is this times its parameter: AdamW moves a parameter by about lr a step,
 # and a bin's score must move by several units to focus the pooling (0.001 a step: thousands of steps)
 POOL_POSITION_SCALE = 32.0
-GLA_GATE_NORMALIZER, GLA_MIN_LOG_DECAY = 16.0, -4.0  # gla: log-decay = max(logsigmoid(.) / 16, -4) per token
 
 
 @dataclass
@@ -141,8 +108,7 @@ class EncoderConfig:
     pad_id: int = 0
 
     def __post_init__(self):
-        if self.mixer not in MIXERS:
-            raise ValueError(f"mixer must be one of {MIXERS}, got {self.mixer!r}")
+        kind = mixer_class(self.mixer)  # ValueError naming the known mixers
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
         if self.pooling not in ("mean", "attention"):
@@ -162,8 +128,8 @@ class EncoderConfig:
                                                           or self.stem_kernel < self.stem_pool)):
             raise ValueError("stem_pool must be 1, or above 1 for a sequence classifier (no track head, not "
                              "causal) with a stem_kernel at least as wide")
-        if self.causal and self.mixer not in ("softmax", *STREAMING_MIXERS):
-            raise ValueError(f"causal=True is for the softmax, linear, favor and hybrid mixers, not {self.mixer!r}")
+        if self.causal and not kind.causal_capable:
+            raise ValueError(f"causal=True is for the {listed(CAUSAL_MIXERS)} mixers, not {self.mixer!r}")
         if self.positions not in ("off", "sinusoidal"):
             raise ValueError(f"positions must be 'off' or 'sinusoidal', got {self.positions!r}")
         if self.causal and self.positions != "off":
@@ -172,8 +138,7 @@ class EncoderConfig:
             raise ValueError(f"synthesizer must be 'dense' or 'random', got {self.synthesizer!r}")
         if min(self.linformer_rows, self.synthesizer_rank) < 1 or self.max_len < 0:
             raise ValueError("linformer_rows and synthesizer_rank must be 1 or more, max_len 0 or more")
-        if self.mixer == "hybrid" and self.chunk_tokens % self.local_window_tokens:
-            raise ValueError("chunk_tokens must be a multiple of local_window_tokens for the hybrid mixer")
+        kind.check(self)  # the mixer's own settings (e.g. hybrid: chunk_tokens a multiple of its window)
 
     @property
     def head_dim(self) -> int:
@@ -188,11 +153,6 @@ class EncoderOutput:
     hidden: torch.Tensor  # (B, N, d)
     logits: torch.Tensor | None  # (B, n_classes); None without a sequence head (n_classes = 0)
     track: torch.Tensor | None = None  # (B, N, track_channels)
-
-
-def _seed_for(base: int, layer: int, draw: int) -> int:
-    """A seed for FAVOR+ draw number ``draw`` of layer ``layer``: the same on every rank."""
-    return ((base * 1_000_003 + layer) * 1_000_033 + draw) & 0x7FFF_FFFF_FFFF_FFFF
 
 
 # ShortConv on CUDA: the channels-last form for sequences up to this many tokens (H200, bf16, d 256, forward and
@@ -271,199 +231,6 @@ class GatedMLP(nn.Module):
         return self.drop(self.down(F.silu(gate) * value))
 
 
-class Mixer(nn.Module):
-    """Multi-head attention of the configured kind: (B, N, d), mask (B, N) -> (B, N, d)."""
-
-    def __init__(self, cfg: EncoderConfig, layer: int):
-        super().__init__()
-        self.cfg, self.layer = cfg, layer
-        h, hd, d = cfg.n_heads, cfg.head_dim, cfg.d_model
-        if cfg.mixer in LENGTH_LIMITED_MIXERS and cfg.max_len < 1:
-            raise ValueError(f"the {cfg.mixer} mixer needs model.max_len (training sets it from the data)")
-        if cfg.mixer not in ("fnet", "synthesizer"):
-            self.qkv = nn.Linear(d, 3 * d, bias=False)
-        self.out = nn.Linear(d, d, bias=False)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.feature_proj = None
-        if cfg.feature_dim and cfg.mixer in ("linear", "hybrid"):
-            self.feature_proj = nn.Parameter(torch.randn(h, cfg.feature_dim, hd) / math.sqrt(hd))
-            self.feature_bias = nn.Parameter(torch.zeros(h, cfg.feature_dim))
-        if cfg.mixer == "favor":
-            w = favor_projection(cfg.favor_features, hd, seed=_seed_for(cfg.seed, layer, 0))
-            self.register_buffer("projection", w)
-        if cfg.mixer == "hybrid":
-            self.gate = nn.Linear(d, h)
-        if cfg.mixer in SCAN_MIXERS:
-            self.head_norm = nn.RMSNorm(hd)
-        if cfg.mixer == "gla":
-            self.gate = nn.Linear(d, d)  # per-key-dim log-decays (B, N, H, hd)
-        if cfg.mixer in ("deltanet", "gated_deltanet"):
-            self.beta = nn.Linear(d, h)
-        if cfg.mixer == "gated_deltanet":  # Mamba-2-style decay: -exp(A_log) softplus(W x + dt_bias)
-            self.decay = nn.Linear(d, h, bias=False)
-            self.A_log = nn.Parameter(torch.empty(h).uniform_(1, 16).log())
-            dt = torch.exp(torch.rand(h) * (math.log(0.1) - math.log(0.001)) + math.log(0.001)).clamp(min=1e-4)
-            self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) = dt
-        if cfg.mixer == "linformer":  # N(0, 1): the op divides by sqrt(real tokens)
-            self.proj_k = nn.Parameter(torch.randn(cfg.linformer_rows, cfg.max_len))
-            self.proj_v = nn.Parameter(torch.randn(cfg.linformer_rows, cfg.max_len))
-        if cfg.mixer == "synthesizer":
-            self.value = nn.Linear(d, d, bias=False)
-            if cfg.synthesizer == "dense":  # per token, its row of logits over key positions: W2 relu(W1 x)
-                self.synth_hidden = nn.Linear(d, d)
-                self.synth_logits = nn.Linear(d, h * cfg.max_len)
-            else:  # learned logits R1 R2^T (H, L, L), factorised; N(0, 1) entries at the start
-                r = cfg.synthesizer_rank
-                self.r1 = nn.Parameter(torch.randn(h, cfg.max_len, r) * r ** -0.25)
-                self.r2 = nn.Parameter(torch.randn(h, cfg.max_len, r) * r ** -0.25)
-
-    # -- pieces ------------------------------------------------------------------------------------------------
-    def _qkv(self, x: torch.Tensor):
-        b, n, _ = x.shape
-        q, k, v = self.qkv(x).view(b, n, 3, self.cfg.n_heads, self.cfg.head_dim).unbind(2)
-        return q, k, v
-
-    def _features(self, x: torch.Tensor) -> torch.Tensor:
-        """The learned per-head projection before the feature map: (B, N, H, hd) -> (B, N, H, r)."""
-        if self.feature_proj is None:
-            return x
-        return torch.einsum("bnhd,hrd->bnhr", x, self.feature_proj) + self.feature_bias
-
-    def _linear_kwargs(self) -> dict:
-        if self.cfg.mixer == "favor":
-            return {"feature_map": "favor", "projection": self.projection}
-        return {"feature_map": self.cfg.feature_map}
-
-    def _local(self, q, k, v, mask):
-        """Softmax within non-overlapping windows: (B, N, H, hd) -> (B, N, H, hd)."""
-        return local_softmax_attention(q, k, v, self.cfg.local_window_tokens, key_padding_mask=mask,
-                                       causal=self.cfg.causal)
-
-    def _combine(self, x, local, global_):
-        if fused_applies(x):  # inference on CUDA: gate, products and sum in one pass
-            return gated_mix(self.gate(x), local, global_)
-        g = torch.sigmoid(self.gate(x)).unsqueeze(-1)  # (B, N, H, 1)
-        return g * local + (1 - g) * global_
-
-    def _finish(self, o: torch.Tensor) -> torch.Tensor:
-        b, n = o.shape[:2]
-        return self.drop(self.out(o.reshape(b, n, self.cfg.d_model)))
-
-    # -- whole sequence ----------------------------------------------------------------------------------------
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        cfg = self.cfg
-        if cfg.mixer == "fnet":
-            return self.drop(self.out(fnet_mixing(x, mask)))
-        if cfg.mixer == "synthesizer":
-            return self._finish(self._synthesizer(x, mask))
-        q, k, v = self._qkv(x)
-        if cfg.mixer == "softmax":
-            return self._finish(softmax_attention(q, k, v, key_padding_mask=mask, causal=cfg.causal))
-        if cfg.mixer == "linformer":
-            check_length(x.shape[1], cfg.max_len, "the linformer mixer")
-            return self._finish(linformer_attention(q, k, v, self.proj_k, self.proj_v, key_padding_mask=mask))
-        if cfg.mixer in SCAN_MIXERS:
-            return self._finish(self._scan(x, q, k, v, mask))
-        o = linear_attention(self._features(q), self._features(k), v, key_padding_mask=mask, causal=cfg.causal,
-                             eps=cfg.eps, chunk_size=cfg.chunk_tokens, **self._linear_kwargs())
-        if cfg.mixer == "hybrid":
-            o = self._combine(x, self._local(q, k, v, mask), o)
-        return self._finish(o)
-
-    def _scan(self, x, q, k, v, mask):
-        """gla / deltanet / gated_deltanet, both directions: (B, N, H, hd) -> (B, N, H, hd)."""
-        b, n, h, hd = q.shape
-        acc = torch.float64 if x.dtype == torch.float64 else torch.float32  # gates in float32 under autocast
-        if self.cfg.mixer == "gla":
-            g = F.logsigmoid(self.gate(x).to(acc)) / GLA_GATE_NORMALIZER
-            o = bidirectional_scan(gla, q, k, v, mask=mask, g=g.clamp(min=GLA_MIN_LOG_DECAY).view(b, n, h, hd))
-        else:
-            q, k = F.normalize(F.silu(q), dim=-1), F.normalize(F.silu(k), dim=-1)
-            beta = torch.sigmoid(self.beta(x).to(acc))  # (B, N, H)
-            g = None
-            if self.cfg.mixer == "gated_deltanet":
-                g = -self.A_log.to(acc).exp() * F.softplus(self.decay(x).to(acc) + self.dt_bias.to(acc))
-            o = bidirectional_scan(delta_rule, q, k, v, mask=mask, beta=beta, g=g)
-        return self.head_norm(o.to(v.dtype))
-
-    def _synthesizer(self, x, mask):
-        """Synthesized attention weights (no q . k) times the values: (B, N, d) -> (B, N, H, hd)."""
-        cfg = self.cfg
-        b, n, _ = x.shape
-        check_length(n, cfg.max_len, "the synthesizer mixer")
-        v = self.value(x).view(b, n, cfg.n_heads, cfg.head_dim)
-        if cfg.synthesizer == "dense":
-            logits = self.synth_logits(F.relu(self.synth_hidden(x))).view(b, n, cfg.n_heads, cfg.max_len)
-            logits = logits[..., :n].transpose(1, 2)  # (B, H, N, N)
-        else:
-            logits = (self.r1[:, :n] @ self.r2[:, :n].transpose(1, 2))[None]  # (1, H, N, N)
-        return synthesizer_attention(logits, v, key_padding_mask=mask)
-
-    # -- streaming inference: x (B, N, d) in chunks of C tokens, output added into ``residual`` -----------------
-    @torch.no_grad()
-    def stream_into(self, x: torch.Tensor, mask: torch.Tensor | None, residual: torch.Tensor, chunk: int) -> None:
-        cfg = self.cfg
-        n = x.shape[1]
-        kwargs = self._linear_kwargs()
-        if cfg.causal:
-            state = None
-            for s in range(0, n, chunk):
-                xc, mc = x[:, s:s + chunk], None if mask is None else mask[:, s:s + chunk]
-                q, k, v = self._qkv(xc)
-                o, state = causal_linear_attention(self._features(q), self._features(k), v, key_padding_mask=mc,
-                                                   eps=cfg.eps, state=state, **kwargs)
-                if cfg.mixer == "hybrid":
-                    o = self._combine(xc, self._local(q, k, v, mc), o)
-                residual[:, s:s + chunk] += self._finish(o)
-            return
-        state = None
-        for s in range(0, n, chunk):  # pass 1: keys and values into S and z
-            _, k, v = self._qkv(x[:, s:s + chunk])
-            mc = None if mask is None else mask[:, s:s + chunk]
-            state = accumulate_state(self._features(k), v, key_padding_mask=mc, state=state, **kwargs)
-        for s in range(0, n, chunk):  # pass 2: queries read the state
-            xc, mc = x[:, s:s + chunk], None if mask is None else mask[:, s:s + chunk]
-            q, k, v = self._qkv(xc)
-            o = query_state(self._features(q), state, eps=cfg.eps, out_dtype=v.dtype, **kwargs)
-            if cfg.mixer == "hybrid":
-                o = self._combine(xc, self._local(q, k, v, mc), o)
-            residual[:, s:s + chunk] += self._finish(o)
-
-    # -- one token at a time (causal) -------------------------------------------------------------------------
-    def init_state(self) -> dict:
-        return {"attn": None, "k": None, "v": None, "t": 0}
-
-    def step(self, x: torch.Tensor, state: dict) -> torch.Tensor:
-        """x (B, d) for the next token -> (B, d); ``state`` is updated in place."""
-        cfg = self.cfg
-        if cfg.mixer not in ("softmax", *STREAMING_MIXERS):
-            raise ValueError(f"the {cfg.mixer} mixer has no step API")
-        q, k, v = self._qkv(x[:, None])
-        if cfg.mixer in ("softmax", "hybrid"):  # softmax over the cached keys (hybrid: of the current window)
-            start_new_window = cfg.mixer == "hybrid" and state["t"] % cfg.local_window_tokens == 0
-            if state["k"] is None or start_new_window:
-                state["k"], state["v"] = k, v
-            else:
-                state["k"], state["v"] = torch.cat([state["k"], k], 1), torch.cat([state["v"], v], 1)
-            local = softmax_attention(q, state["k"], state["v"])
-            if cfg.mixer == "softmax":
-                state["t"] += 1
-                return self._finish(local)[:, 0]
-        o, state["attn"] = causal_linear_attention(self._features(q), self._features(k), v, eps=cfg.eps,
-                                                   state=state["attn"], chunk_size=1, **self._linear_kwargs())
-        if cfg.mixer == "hybrid":
-            o = self._combine(x[:, None], local, o)
-        state["t"] += 1
-        return self._finish(o)[:, 0]
-
-    @torch.no_grad()
-    def redraw(self, draw: int) -> None:
-        if self.cfg.mixer == "favor":
-            w = favor_projection(self.cfg.favor_features, self.cfg.head_dim,
-                                 seed=_seed_for(self.cfg.seed, self.layer, draw))
-            self.projection.copy_(w)
-
-
 class Block(nn.Module):
     def __init__(self, cfg: EncoderConfig, layer: int):
         super().__init__()
@@ -472,7 +239,7 @@ class Block(nn.Module):
         self.checkpointing, self.checkpoint_mlp = cfg.checkpointing, cfg.checkpoint_mlp
         self.norm1 = nn.RMSNorm(cfg.d_model)
         self.conv = ShortConv(cfg.d_model, cfg.conv_kernel, cfg.causal)
-        self.mixer = Mixer(cfg, layer)
+        self.mixer = build_mixer(cfg, layer)
         self.norm2 = nn.RMSNorm(cfg.d_model)
         self.mlp = GatedMLP(cfg.d_model, cfg.mlp_ratio, cfg.dropout)
         self.drop_prob = cfg.drop_path * (layer + 1) / cfg.n_layers
@@ -629,6 +396,7 @@ class Encoder(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
         self.stem = nn.Conv1d(cfg.d_model, cfg.d_model, cfg.stem_kernel, padding=cfg.stem_kernel // 2) \
             if cfg.stem_kernel else None
+        self.mixer_kind = mixer_class(cfg.mixer)  # its properties: streams, causal_capable, redraws, ...
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = nn.RMSNorm(cfg.d_model)
         has_classes = cfg.n_classes > 0
@@ -717,9 +485,9 @@ class Encoder(nn.Module):
             x, mask = pool_groups(x, mask, cfg.stem_pool)
             mask_or_none = None if mask_or_none is None else mask
         if stream is None:
-            stream = not torch.is_grad_enabled() and x.shape[1] > cfg.chunk_tokens and cfg.mixer in STREAMING_MIXERS
-        elif stream and cfg.mixer not in STREAMING_MIXERS:
-            raise ValueError(f"the {cfg.mixer} mixer has no streaming path (linear, favor and hybrid have)")
+            stream = not torch.is_grad_enabled() and x.shape[1] > cfg.chunk_tokens and self.mixer_kind.streams
+        elif stream and not self.mixer_kind.streams:
+            raise ValueError(f"the {cfg.mixer} mixer has no streaming path ({listed(STREAMING_MIXERS)} have)")
         if stream:
             for block in self.blocks:
                 block.stream_(x, mask_or_none, cfg.chunk_tokens)
@@ -790,7 +558,7 @@ class Encoder(nn.Module):
         Deterministic in (seed, layer, step): every data-parallel rank draws the same. Returns True if redrawn.
         """
         interval = self.cfg.favor_redraw_interval
-        if self.cfg.mixer != "favor" or not self.training or interval <= 0 or step == 0 or step % interval:
+        if not self.mixer_kind.redraws or not self.training or interval <= 0 or step == 0 or step % interval:
             return False
         for block in self.blocks:
             block.mixer.redraw(step // interval)
@@ -809,5 +577,8 @@ def config_from_dict(values: dict) -> EncoderConfig:
     return EncoderConfig(**values)
 
 
-__all__ = ["LENGTH_LIMITED_MAX_TOKENS", "LENGTH_LIMITED_MIXERS", "MIXERS", "SCAN_MIXERS", "STREAMING_MIXERS", "Encoder",
-           "EncoderConfig", "EncoderOutput", "config_from_dict"]
+# the mixer names and tuples are the registry's (genolin.mixers), kept here for the modules that read them from the
+# model; Mixer is the base class of every kind
+__all__ = ["CAUSAL_MIXERS", "GLA_GATE_NORMALIZER", "GLA_MIN_LOG_DECAY", "LENGTH_LIMITED_MAX_TOKENS",
+           "LENGTH_LIMITED_MIXERS", "MIXERS", "SCAN_MIXERS", "STREAMING_MIXERS", "Encoder", "EncoderConfig",
+           "EncoderOutput", "Mixer", "config_from_dict"]

@@ -14,6 +14,7 @@ if not ON_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # conftest sets it too: it must precede the import of triton
 pytest.importorskip("triton", reason="triton is not installed (the gpu extra; the dev extra includes it)")
 
+import genolin.mixers.hybrid as hybrid_module  # noqa: E402
 import genolin.model as model_module  # noqa: E402
 from genolin.model import Encoder, EncoderConfig  # noqa: E402
 from genolin.ops import (  # noqa: E402
@@ -133,14 +134,17 @@ def test_encoder_inference_through_the_kernels_equals_the_modules(monkeypatch, p
     if padding:
         ids[1, 30:] = cfg.pad_id
     calls = []
-    for name in ("swiglu", "gated_mix", "add_rms_norm"):
+    for name in ("swiglu", "gated_mix", "add_rms_norm"):  # each patched where it is called (the block, the mixer)
         real = getattr(fused_module, name)
-        monkeypatch.setattr(model_module, name, lambda *a, _f=real, _n=name, **k: (calls.append(_n), _f(*a, **k))[1])
+        module = hybrid_module if name == "gated_mix" else model_module
+        monkeypatch.setattr(module, name, lambda *a, _f=real, _n=name, **k: (calls.append(_n), _f(*a, **k))[1])
     with torch.no_grad():
-        monkeypatch.setattr(model_module, "fused_applies", lambda x: False)
+        for module in (model_module, hybrid_module):
+            monkeypatch.setattr(module, "fused_applies", lambda x: False)
         want = enc(ids).hidden
         assert not calls
-        monkeypatch.setattr(model_module, "fused_applies", lambda x: not torch.is_grad_enabled())
+        for module in (model_module, hybrid_module):
+            monkeypatch.setattr(module, "fused_applies", lambda x: not torch.is_grad_enabled())
         got = enc(ids).hidden
     assert sorted(calls) == sorted(["swiglu", "gated_mix", "add_rms_norm"] * cfg.n_layers)
     assert torch.isfinite(got).all() and rel(got.cpu(), want.cpu()) <= 1e-12

@@ -13,6 +13,7 @@ LAYERS = [
     ["genolin.io"],
     ["genolin.tokenize"],
     ["genolin.ops"],
+    ["genolin.mixers"],
     ["genolin.model"],
     ["genolin.config"],
     ["genolin.tasks"],
@@ -60,3 +61,4 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
     bad.write_text("def f():\n    from genolin.train import train\n")
     assert genolin_imports(bad) == {"genolin.train"}  # found inside a function
     assert layer_of("genolin.train") > layer_of("genolin.tasks.track") > layer_of("genolin.model")
+    assert layer_of("genolin.model") > layer_of("genolin.mixers.linear") > layer_of("genolin.ops")
