@@ -90,6 +90,7 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
         cfg = configure(preset, settings, spec)
     summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
     logging.getLogger("genolin").info(
-        "done: %d epoch(s), %d steps, best validation score %s (epoch %s) in %.1f min -> %s", summary["epochs"],
+        "done: %d epoch(s), %d steps, best validation score %s (epoch %s%s) in %.1f min -> %s", summary["epochs"],
         summary["steps"], "n/a" if summary["best_score"] is None else f"{summary['best_score']:.4f}",
-        summary["best_epoch"], summary["seconds"] / 60, out)
+        summary["best_epoch"], ": the starting model, which training did not beat" if summary["best_epoch"] == 0
+        else "", summary["seconds"] / 60, out)
