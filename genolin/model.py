@@ -466,6 +466,21 @@ class Encoder(nn.Module):
             functorch_config.activation_memory_budget = budget
         return before
 
+    def stem_conv(self, x: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The stem's convolution of x (B, N, d) -> (B, N, d). Given the ids that x embeds, with a vocabulary
+        smaller than d (single bases: 9 against 64-256), the same sum over one-hot ids (B, V, N) with the
+        embedding folded into the weights (d, V, K): V / d of the multiply-adds, the bulk of a long input's stem.
+        Padding ids are left out of the one-hot (as their zero embedding adds nothing), so the padding row's
+        embedding gets no gradient, as nn.Embedding's padding_idx ensures on the other path."""
+        n, cfg = x.shape[1], self.cfg
+        if ids is None or cfg.vocab_size >= cfg.d_model:
+            return self.stem(x.transpose(1, 2))[..., :n].transpose(1, 2)
+        folded = torch.einsum("oik,vi->ovk", self.stem.weight, self.embed.weight)  # (d, V, K)
+        onehot = F.one_hot(ids, cfg.vocab_size) * (ids != cfg.pad_id).unsqueeze(-1)  # (B, N, V)
+        y = F.conv1d(onehot.transpose(1, 2).to(x.dtype), folded.to(x.dtype), self.stem.bias.to(x.dtype),
+                     padding=cfg.stem_kernel // 2)
+        return y[..., :n].transpose(1, 2)
+
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None,
                x: torch.Tensor | None = None, padding: bool | None = None):
         """ids (B, N) -> hidden (B, N, d). ``stream``: None = automatically when gradients are off and N > chunk.
@@ -476,11 +491,12 @@ class Encoder(nn.Module):
         if mask is None:
             mask = ids != cfg.pad_id
         mask_or_none = _without_padding(mask) if padding is None else (mask if padding else None)
+        embedded = x is None and cfg.positions == "off"  # x is embed(ids) exactly: the stem may work from ids
         x = self.embed(ids) if x is None else x
         if cfg.positions == "sinusoidal":
             x = x + sinusoids(ids.shape[1], cfg.d_model, x.device, x.dtype) * mask.unsqueeze(-1)
         if self.stem is not None:  # padding embeds to zero (padding_idx), so it adds nothing to real tokens
-            x = x + F.gelu(self.stem(x.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2))
+            x = x + F.gelu(self.stem_conv(x, ids if embedded else None))
         if cfg.stem_pool > 1:
             x, mask = pool_groups(x, mask, cfg.stem_pool)
             mask_or_none = None if mask_or_none is None else mask

@@ -230,6 +230,28 @@ def test_pooled_groups_equal_their_definition_forward_and_backward_in_float64():
     assert torch.equal(pool_mask(mask, p), got_mask)
 
 
+@pytest.mark.parametrize("kernel", [15, 4])
+def test_the_stem_from_ids_equals_the_convolution_of_the_embeddings_forward_and_backward(kernel):
+    """The stem's one-hot form (vocabulary below d) against the convolution of embed(ids), float64, odd sizes and
+    padding: the same outputs and the same gradients, none for the padding row's embedding."""
+    torch.manual_seed(0)
+    cfg = EncoderConfig(vocab_size=9, d_model=24, n_layers=1, n_heads=4, stem_kernel=kernel)
+    model = Encoder(cfg).double()
+    ids = torch.randint(1, 9, (3, 37))
+    ids[1, 20:] = cfg.pad_id
+    weight = torch.randn(3, 37, 24, dtype=torch.float64)
+    results = []
+    for from_ids in (True, False):
+        model.zero_grad()
+        got = model.stem_conv(model.embed(ids), ids if from_ids else None)
+        (got * weight).sum().backward()
+        results.append((got.detach(), model.stem.weight.grad.clone(), model.embed.weight.grad.clone()))
+    (fast, fast_w, fast_e), (plain, plain_w, plain_e) = results
+    for a, b in ((fast, plain), (fast_w, plain_w), (fast_e, plain_e)):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-12)
+    assert not fast_e[cfg.pad_id].any()
+
+
 def test_a_pooled_stem_scores_a_sequence_alike_alone_and_in_a_padded_batch():
     torch.manual_seed(0)
     with pytest.raises(ValueError, match="stem_pool"):
