@@ -155,9 +155,8 @@ class EncoderOutput:
     track: torch.Tensor | None = None  # (B, N, track_channels)
 
 
-# ShortConv on CUDA: the channels-last form for sequences up to this many tokens (H200, bf16, d 256, forward and
-# backward: B 64 x N 2,048 1.4 ms against conv1d's 2.9, B 16 x N 4,096 0.95 against 1.55; but B 4 x N 25,000 3.1
-# against 2.3 and B 1 x N 100,000 4.2 against 2.6); on a CPU always
+# ShortConv on CUDA: the channels-last form for sequences up to this many tokens (faster than conv1d for many short
+# rows, slower for a few long ones; docs/benchmarks.md); on a CPU always
 CHANNELS_LAST_CONV_MAX_TOKENS = 8192
 
 
@@ -182,9 +181,7 @@ class ShortConv(nn.Module):
         """The convolution (zero-padded by ``left`` / ``right`` rows) as a 2-D depthwise one over the (B, d, 1, N)
         view of a contiguous x, whose memory is that view's channels-last layout: oneDNN reads and writes (B, N, d)
         as it is. Conv1d takes channels first: a transposed copy on each side, and the projection after it then
-        read a strided input. CPU, B 4, N 2,048, d 32: 0.09 ms against 1.6 ms, and the qkv product after it
-        0.6 ms against 3.0 ms; H200, base encoder's inference on B 64 x N 4,096 (a genome batch): 25.8 ms against
-        36.1 ms."""
+        read a strided input (several times slower, on a CPU and on a genome batch on a GPU)."""
         if left != right:  # asymmetric (causal, even kernels): pad the rows, keeping the layout
             x, left = F.pad(x, (0, 0, left, right)), 0
         x4 = x.contiguous().transpose(1, 2).unsqueeze(2)  # (B, d, 1, N), channels-last memory
@@ -424,7 +421,7 @@ class Encoder(nn.Module):
 
         if hasattr(inductor_config.triton, "mix_order_reduction"):
             # inductor's fused cross-axis reduction (the RMSNorm backward over d with the convolution's weight
-            # gradient over tokens) ran 1.2 ms per block at 100 k tokens against 0.6 ms as two (H200, torch 2.11)
+            # gradient over tokens) ran at half the speed of the two reductions apart
             mode = options.pop("mode", None)  # torch.compile takes a mode or options, so the mode as its options
             mode_options = torch._inductor.list_mode_options(mode) if mode else {}
             options["options"] = {**mode_options, "triton.mix_order_reduction": False, **options.get("options", {})}
@@ -441,9 +438,8 @@ class Encoder(nn.Module):
     def to_inference_bf16(self) -> Encoder:
         """Weights, and so the residual stream, in bfloat16 for inference under bf16 autocast (returns self).
         Autocast alone keeps float32 weights and a float32 residual stream, which the norms, the convolution and
-        the residual additions then read and write at twice the bytes; on an H200, compiled, a genome batch of
-        the base track model (128 x 4,096 tokens) took 26.8 ms this way against 30.2 ms
-        (benchmarks/results/encoder_forward_h200_2026-11-24). The norms keep the float32 epsilon they trained
+        the residual additions then read and write at twice the bytes (a genome batch runs about a tenth faster
+        in bfloat16, docs/benchmarks.md). The norms keep the float32 epsilon they trained
         with (nn.RMSNorm's default is the input dtype's machine epsilon: 2^-7 for bfloat16)."""
         for module in self.modules():
             if isinstance(module, nn.RMSNorm) and module.eps is None:
@@ -455,10 +451,9 @@ class Encoder(nn.Module):
         """The share of a compiled training graph's activations it keeps for the backward pass (torch's
         ``activation_memory_budget``; 1: what the partitioner keeps by default, lower: it recomputes more inside
         the compiled backward, choosing what is cheapest to recompute). Process-wide, read when a graph is
-        compiled (its first call); None leaves it. Returns the value before. H200, base encoder, 100 k tokens,
-        compiled blocks without checkpointing (benchmarks/results/train_step_h200_2026-11-24): 1.0: 23.0 ms /
-        7.54 GiB; 0.3: 29.6 / 3.32; 0.13: 30.0 / 2.01; 0.1: 31.2 / 2.01; whole-block recompute: 31-35 / 2.13 (with
-        the model output held through backward; dropping it first, as training does: 0.13 in 1.91 GiB)."""
+        compiled (its first call); None leaves it. Returns the value before. Lower budgets trade time for memory:
+        0.13 kept about a quarter of the activations at 1.3x the step time, about what whole-block recompute
+        costs (docs/benchmarks.md, training step)."""
         import torch._functorch.config as functorch_config
 
         before = functorch_config.activation_memory_budget

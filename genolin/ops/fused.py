@@ -6,10 +6,10 @@
 
 The ``*_reference`` functions are those formulas in PyTorch, the modules' own calls. The kernels (Triton,
 ``genolin.ops.fused_triton``) read each input once and write each output once, computing in float32 (float64 for
-float64 inputs) and rounding once. Eager bf16 inference of the base encoder on an H200 (128 x 4,096 tokens,
-benchmarks/results/encoder_forward_h200_2026-11-24) spent 61 % of its 47 ms in such passes: SiLU of the strided
-gate half 0.95 ms and its product 0.5 ms per block, the hybrid gate's broadcast products 0.5 ms each, residual adds
-0.4-0.5 ms; compiled blocks fuse them (30 ms) but compiling costs seconds at start-up.
+float64 inputs) and rounding once. Eager bf16 inference of the base encoder on a genome batch spent more than half
+its time in such passes (SiLU of the strided gate half and its product, the hybrid gate's broadcast products,
+residual adds; docs/benchmarks.md, encoder forward); compiled blocks fuse them but compiling costs seconds at
+start-up.
 
 The kernels are for inference (no gradient); ``fused_applies`` says when the blocks take them: gradients off, CUDA,
 Triton installed, not inside a compiled graph (the compiler fuses these itself), and the environment variable

@@ -95,7 +95,7 @@ def _store_tile(X, b, h, sb, sn, sh, offs_n, cols, mask, x):
 def _widen(x16, eye, LOWP: tl.constexpr):
     """A loaded 16-bit tile as float32. LOWP: through a dot with the identity (exact: one bf16 product per sum),
     so the tile and all computed from it live in the dot-result layout; otherwise Triton computes phi twice, in
-    the load layout and the dot layout (measured on the H200: one exp pass and ~400 instructions per tile)."""
+    the load layout and the dot layout (one exp pass and hundreds of instructions per tile more)."""
     if LOWP:
         return tl.dot(x16, eye)
     return x16.to(tl.float32)
@@ -451,7 +451,7 @@ def _key_grad_kernel(K, V, MASK, W, DSZ_PTR, M_PTR, DK, DV,
 
 def _config(d: int, e: int, m: int, backward: bool, itemsize: int = 2) -> dict:
     """Tile sizes and warps. Head dims are padded to powers of two. A warpgroup (4 warps) takes 64 tokens per step
-    so the tensor cores get whole 64-row tiles; measured on an H200 (benchmarks/results/triton_breakdown_h200*):
+    so the tensor cores get whole 64-row tiles; measured on Hopper GPUs (docs/benchmarks.md, attention kernels):
     64 tokens x 4 warps is best for D = E = 64 and for the FAVOR+ forward with M = 128 (state 128 x 64), while the
     heavier FAVOR+ backward kernels run best with 128 x 8; D or E of 256 leaves registers for 16 tokens only.
     float32 inputs with a dim above 64 take 32 x 8 (larger tiles exceed the shared memory).
@@ -486,7 +486,7 @@ def _split(n: int, bh: int, block_n: int, device: torch.device) -> tuple[int, in
         p_target = int(forced)
     elif device.type == "cuda":
         sms = _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-        p_target = max(1, 4 * sms // max(bh, 1))  # ~4 programs per SM: measured best on an H200 at B*H = 8
+        p_target = max(1, 4 * sms // max(bh, 1))  # ~4 programs per SM: measured best at B*H = 8
     else:
         p_target = 2
     p_target = max(1, min(p_target, triton.cdiv(max(n, 1), block_n)))
@@ -558,7 +558,7 @@ def _forward_kernels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     w, mask_t, common, scales = _launch_args(q, mask, projection, feature_map)
     bm, be = fwd_cfg["BLOCK_M"], fwd_cfg["BLOCK_E"]
     # z of the state kernel on the tensor cores with 4 warps only: with 8 warps the same code was seen to fault on
-    # the H200 (Triton 3.6)
+    # Hopper GPUs under Triton 3.6
     zdot = fwd_cfg["num_warps"] == 4 and os.environ.get("GENOLIN_TRITON_ZDOT", "1") != "0"
     szp = _alloc((p, b * h, bm * (be + 1)), q, torch.float32)
     mp = _alloc((p, b * h), q, torch.float32)
@@ -652,8 +652,8 @@ def triton_linear_attention(q, k, v, *, feature_map="elu", projection=None, key_
 
 def eager_inference(*tensors: torch.Tensor | None) -> bool:
     """Whether a kernel call can skip its custom op: outside torch.compile with no gradient to record. The op's
-    first call imports torch's compiler stack (torch._dynamo, sympy: 1.5 s on a 2-core VM, more on the H200
-    host), which eager prediction then paid inside its first batch."""
+    first call imports torch's compiler stack (torch._dynamo, sympy: a second or more), which eager prediction
+    then paid inside its first batch."""
     if torch.compiler.is_compiling():
         return False
     return not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors))

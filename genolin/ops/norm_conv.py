@@ -8,10 +8,8 @@
 kernel for inference (no gradient): program (i, b) writes tokens [i * BLOCK_N, (i + 1) * BLOCK_N) of sequence b,
 reading for each tap j the rows shifted by j - left (from L2 after the first tap) and normalising them again
 (k x the norm's arithmetic, which costs nothing next to the memory traffic). The normalised tensor is never
-written. Measured on an H200 (benchmarks/results/encoder_forward_h200_2026-11-24): torch.compile fused the norm
-and the convolution's shifted products into kernels of 0.92 ms per block on a genome batch (128 x 4,096 tokens,
-d 256, float32 residual stream), about a sixth of the compiled forward; eager, a norm kernel and a cuDNN
-convolution took 0.9 ms.
+written. torch.compile fuses the norm and the convolution's shifted products too, but only compiled; eager, a norm
+kernel and a cuDNN convolution took as long as the compiled fusion (docs/benchmarks.md, encoder forward).
 
 Precision: the sums over d and over the taps accumulate in float32 (float64 for float64 input); the output is
 rounded once, to ``out_dtype`` (bfloat16 under CUDA autocast), where the reference rounds the normalised tensor
@@ -42,7 +40,7 @@ def norm_conv_reference(x: torch.Tensor, norm_weight: torch.Tensor, eps: float, 
     return out.transpose(1, 2).to(out_dtype or x.dtype)
 
 
-# looked up once, at import: inside a compiled block the lookup (importlib) broke the graph on torch 2.11
+# looked up once, at import: inside a compiled block the lookup (importlib) breaks the graph
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
