@@ -101,13 +101,15 @@ def _checked_settings(path: Path, train: dict) -> dict:
 
 
 def _check_encoder(train: TrainConfig, task: str, state: dict) -> None:
-    """The encoder's derived fields agree with the tokenizer and the task (ValueError otherwise)."""
+    """The encoder's derived fields agree with the tokenizer and the task's heads (ValueError otherwise)."""
+    from genolin.tasks import get_task
     from genolin.tokenize import vocab_size
 
     model = train.model
     if model.vocab_size != vocab_size(train.k) or not 0 <= model.pad_id < model.vocab_size:
         raise ValueError(f"model.vocab_size {model.vocab_size} does not fit k = {train.k}")
-    head = (0, 2) if task == "track" else (len(state.get("classes", [])), 0)
+    heads = get_task(task, train, state).head()
+    head = (heads["n_classes"], heads["track_channels"])
     if (model.n_classes, model.track_channels) != head:
         raise ValueError(f"the model's heads ({model.n_classes} classes, {model.track_channels} track channels) do "
                          f"not fit a {task} task with classes {state.get('classes')}")

@@ -362,7 +362,7 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
     out = Path(out_dir)
     regions: list[Region] = []
     lengths: dict[str, int] = {}
-    if run.task.name == "track":
+    if run.task.has_track:
         if not regions_bed or len(inputs.fasta) != 1 or inputs.csv:
             raise InputError(None, "a track model is explained on --fasta GENOME --regions BED")
         if options.rc_average or options.target:
@@ -388,7 +388,7 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
         ids, seqs = list(dataset.ids), list(dataset.seqs)
         t = target_index(run.task.classes, options.target)
     with torch.inference_mode(False), progress_bar(total=len(seqs), unit="seq", desc=options.method) as bar:
-        if run.task.name == "track":
+        if run.task.has_track:
             if options.method == "ism":
                 attrs, refs = ism_regions(run, regions, options.bin_offset, progress=bar)
             else:

@@ -43,7 +43,7 @@ from genolin.device import Dist, init_distributed, peers_alive, pick_device
 from genolin.errors import InputError
 from genolin.model import LENGTH_LIMITED_MIXERS, STREAMING_MIXERS, Encoder
 from genolin.progress import progress_bar
-from genolin.tasks import SequenceData, Task, TrackData, Window, get_task
+from genolin.tasks import TASK_TYPES, SequenceData, Task, TrackData, Window, get_task
 from genolin.tokenize import padded_codes, window_ids
 
 log = logging.getLogger(__name__)
@@ -669,7 +669,7 @@ class Run:
         if given is not None:
             value, source = given, "given"
         elif self.threshold is not None:
-            value, source = self.threshold, f"chosen on validation: max {'F1' if self.task.name == 'track' else 'MCC'}"
+            value, source = self.threshold, f"chosen on validation: max {self.task.threshold_metric}"
         else:
             value, source = 0.5, "default; this run stored none"
         log.info("decision threshold %.4g (%s)", value, source)
@@ -687,14 +687,10 @@ class Run:
         return on
 
 
-def default_views(task: str, train: TrainConfig) -> tuple[bool, int]:
-    """(both strands averaged, shift views) that predict and evaluate use unless told otherwise: a sequence
-    classifier trained with reverse complements (rc_prob > 0: small, base) is scored over both strands and its
-    training's shifts (max_shift_bp), 8 views with the presets (better test MCC on the GUE promoter tasks,
-    docs/benchmarks.md); anything else over the input as given."""
-    if task == "sequence" and train.rc_prob > 0:
-        return True, train.max_shift_bp
-    return False, 0
+def default_views(task: str | Task | type[Task], train: TrainConfig) -> tuple[bool, int]:
+    """(both strands averaged, shift views) that predict and evaluate use unless told otherwise, as the task
+    (a task's name, or the task) chooses them for a run's settings (``Task.default_views``)."""
+    return (TASK_TYPES[task] if isinstance(task, str) else task).default_views(train)
 
 
 def describe_views(rc_average: bool, shift_views: int) -> str:
@@ -703,10 +699,6 @@ def describe_views(rc_average: bool, shift_views: int) -> str:
     if shift_views:
         return f"{strands} and shifts of 0..{shift_views} leading bases"
     return strands if rc_average else f"{strands} as given"
-
-
-# what the members of an ensemble share: they must see the same batches and score the same classes
-ENSEMBLE_SHARED = {"sequence": ("k", "stride"), "track": ("k", "stride", "window_bp", "eval_bin_bp")}
 
 
 def _member(run_dir, config: RunConfig, dev: torch.device) -> tuple[Encoder, Task, Path, dict[str, str]]:
@@ -727,7 +719,7 @@ def _check_window(config: RunConfig, window_bp: int | None) -> None:
         return
     cfg = config.train
     why = None
-    if config.task != "track":
+    if not TASK_TYPES[config.task].has_track:
         why = f"sets the genome windows of track models; this run is a {config.task} model"
     elif window_bp % cfg.stride or window_bp < cfg.window_bp:
         why = (f"{window_bp:,} bp: windows are a multiple of the stride ({cfg.stride}) and at least the training "
@@ -739,7 +731,8 @@ def _check_window(config: RunConfig, window_bp: int | None) -> None:
 
 
 def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
-    """An InputError naming the first run that cannot join the first one's ensemble, and why."""
+    """An InputError naming the first run that cannot join the first one's ensemble, and why: the members must
+    see the same batches and score the same classes (``Task.ensemble_shared``)."""
     first = configs[0]
     for run_dir, config in zip(run_dirs[1:], configs[1:], strict=True):
         why = None
@@ -748,7 +741,7 @@ def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
         elif config.task_state.get("classes") != first.task_state.get("classes"):
             why = f"classes {config.task_state.get('classes')}, {run_dirs[0]} {first.task_state.get('classes')}"
         else:
-            for key in ENSEMBLE_SHARED[first.task]:
+            for key in TASK_TYPES[first.task].ensemble_shared:
                 if getattr(config.train, key) != getattr(first.train, key):
                     why = f"{key} {getattr(config.train, key)}, {run_dirs[0]} {getattr(first.train, key)}"
                     break
@@ -779,10 +772,11 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     configs = [ckpt.read_run_config(d) for d in run_dirs]
     _check_ensemble(run_dirs, configs)
     config = configs[0]
+    kind = TASK_TYPES[config.task]
     _check_window(config, window_bp)
     if shift_views is None:
-        shift_views = default_views(config.task, config.train)[1]
-    elif shift_views and config.task != "sequence":
+        shift_views = default_views(kind, config.train)[1]
+    elif shift_views and not kind.shift_averaging:
         raise InputError("--shift-average", "averages shifted inputs of sequence classifiers; this run is a "
                                             f"{config.task} model")
     dist = init_distributed(device) if distributed else Dist()
@@ -793,14 +787,14 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
         loading.start()
     members = [_member(d, c, dev) for d, c in zip(run_dirs, configs, strict=True)]
     if bf16_weights is None:
-        bf16_weights = config.task == "track" and dev.type == "cuda" and config.train.amp
+        bf16_weights = kind.has_track and dev.type == "cuda" and config.train.amp
     if bf16_weights:
         for member in members:
             member[0].to_inference_bf16()
     model, task, weights, _ = members[0]
     if batch_size is None:
         batch_size = config.train.batch_size
-        if config.task == "track":  # genome windows: a batch of about WINDOW_BATCH_TOKENS tokens
+        if kind.has_track:  # genome windows: a batch of about WINDOW_BATCH_TOKENS tokens
             window_tokens = (window_bp or config.train.window_bp) // config.train.stride
             tokens = WINDOW_BATCH_TOKENS[dev.type == "cuda"]
             batch_size = max(1 if window_bp else batch_size, tokens // window_tokens)

@@ -49,10 +49,9 @@ from genolin import checkpoint as ckpt
 from genolin.config import DataSpec, Setting, TrainConfig, describe_tokens, make_config
 from genolin.device import init_distributed, pick_device
 from genolin.errors import InputError
-from genolin.inference import Predictor, default_views, describe_views
-from genolin.io.labelled import longest_sequence_bp
+from genolin.inference import Predictor, describe_views
 from genolin.model import Encoder, kmer_profile
-from genolin.tasks import get_task
+from genolin.tasks import TASK_TYPES, get_task
 from genolin.tasks.masking import mask_tokens, masked_token_loss
 
 log = logging.getLogger(__name__)
@@ -404,10 +403,10 @@ class Trainer:
 
     def threshold_as_predicted(self) -> None:
         """A two-class classifier that predict and evaluate score over several views by default (both strands and
-        shifts: ``inference.default_views``): its best weights are scored on validation over those views and the
+        shifts: ``Task.default_views``): its best weights are scored on validation over those views and the
         decision threshold stored with them is chosen there (max MCC), on the probabilities predict computes,
         not on the forward strand's that chose the epoch."""
-        rc, shifts = default_views(self.task.name, self.cfg)
+        rc, shifts = self.task.default_views(self.cfg)
         best = self.out / ckpt.BEST
         if not (self.dist.main and (rc or shifts) and self.task.val_set is not None
                 and len(getattr(self.task, "classes", ())) == 2 and best.exists()):
@@ -531,13 +530,11 @@ class Trainer:
 
 
 def longest_input_bp(spec: DataSpec) -> int | None:
-    """The longest sequence of a sequence task's training and validation files (None: not a sequence task, or
-    not readable, which the readers then report)."""
-    if spec.task != "sequence":
-        return None
-    paths = [p for p in (spec.csv, spec.val_csv, *spec.fasta, *spec.val_fasta) if p]
-    lengths = [longest_sequence_bp(p) for p in paths]
-    return max((n for n in lengths if n is not None), default=None)
+    """The longest input of ``spec``'s training and validation files, as its task reads them
+    (``Task.longest_input_bp``: a sequence task's longest sequence; None for a task whose inputs are not read by
+    length, or an unknown task, which ``make_config`` reports)."""
+    kind = TASK_TYPES.get(spec.task)
+    return kind.longest_input_bp(spec) if kind else None
 
 
 def configure(preset: str, settings: list[Setting], spec: DataSpec) -> TrainConfig:

@@ -6,6 +6,8 @@ int64 for sequence classes, or targets (B, T, 2) float32 for per-bin, per-strand
 A task (``genolin.tasks.sequence.SequenceTask``, ``genolin.tasks.track.TrackTask``) owns everything that depends
 on what is learned, so the trainer, the predictor and the evaluator never ask which task they run:
 
+    kind       has_track, threshold_metric, ensemble_shared, shift_averaging; default_views(cfg) (the views
+               predict and evaluate average by default); longest_input_bp(spec) (what chooses a preset's recipe)
     training   load_training(spec) -> self.train / self.val_set; epoch_batches(rng); collate(items, rng);
                head() (the encoder's n_classes / track_channels); longest_tokens() (a length-limited mixer's
                max_len); init_model(model) (fits before training); loss(out, batch); state() (saved in config.json)
@@ -76,6 +78,27 @@ class Task(ABC):
     training data (``train``) and what validation scores (``val_set``, or None)."""
 
     name: str = ""
+    # per-bin genome tracks, read through windows of a genome (``Predictor.region_probs``), not one probability
+    # per sequence
+    has_track: bool = False
+    # what the decision threshold stored with the weights maximises on validation (logged with it)
+    threshold_metric: str = "score"
+    # training settings the members of an ensemble share, so that they see the same batches
+    ensemble_shared: tuple[str, ...] = ("k", "stride")
+    # whether probabilities can also be averaged over inputs with leading bases dropped (--shift-average)
+    shift_averaging: bool = False
+
+    @classmethod
+    def default_views(cls, cfg: TrainConfig) -> tuple[bool, int]:
+        """(both strands averaged, shift views) that predict and evaluate use unless told otherwise. Default: the
+        input as given."""
+        return False, 0
+
+    @classmethod
+    def longest_input_bp(cls, spec: DataSpec) -> int | None:
+        """The longest input sequence of ``spec``'s training and validation files, which chooses the preset's
+        recipe (``genolin.config.make_config``); None: not read by length (default)."""
+        return None
 
     def __init__(self, cfg: TrainConfig, state: dict | None = None):
         self.cfg = cfg

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from genolin.config import DataSpec, TrainConfig
 from genolin.errors import InputError
-from genolin.io.labelled import LabelledSet, load_labelled
+from genolin.io.labelled import LabelledSet, load_labelled, longest_sequence_bp
 from genolin.model import LENGTH_LIMITED_MAX_TOKENS, LENGTH_LIMITED_MIXERS, kmer_profile
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
@@ -222,6 +222,25 @@ def _one_source(inputs: DataSpec, *, val: bool = False) -> tuple[str | None, str
 
 class SequenceTask(Task):
     name = "sequence"
+    threshold_metric = "MCC"
+    shift_averaging = True
+
+    @classmethod
+    def default_views(cls, cfg: TrainConfig) -> tuple[bool, int]:
+        """A classifier trained with reverse complements (rc_prob > 0: small, base) is scored over both strands and
+        its training's shifts (max_shift_bp), 8 views with the presets (better test MCC on the GUE promoter tasks,
+        docs/benchmarks.md); otherwise over the input as given."""
+        if cfg.rc_prob > 0:
+            return True, cfg.max_shift_bp
+        return False, 0
+
+    @classmethod
+    def longest_input_bp(cls, spec: DataSpec) -> int | None:
+        """The longest sequence of the training and validation files (None: not readable, which the readers then
+        report)."""
+        paths = [p for p in (spec.csv, spec.val_csv, *spec.fasta, *spec.val_fasta) if p]
+        lengths = [longest_sequence_bp(p) for p in paths]
+        return max((n for n in lengths if n is not None), default=None)
 
     def __init__(self, cfg: TrainConfig, state: dict | None = None):
         super().__init__(cfg, state)

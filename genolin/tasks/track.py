@@ -434,6 +434,9 @@ class PeakCaller:
 class TrackTask(Task):
     name = "track"
     strands = ("plus", "minus")
+    has_track = True
+    threshold_metric = "F1"
+    ensemble_shared = ("k", "stride", "window_bp", "eval_bin_bp")
 
     def __init__(self, cfg: TrainConfig, state: dict | None = None):
         super().__init__(cfg, state)
