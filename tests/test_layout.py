@@ -16,7 +16,7 @@ LAYERS = [
     ["genolin.mixers"],
     ["genolin.model"],
     ["genolin.config"],
-    ["genolin.tasks"],
+    ["genolin.tasks", "genolin.peaks"],
     ["genolin.checkpoint", "genolin.device", "genolin.memory"],
     ["genolin.inference"],
     ["genolin.train", "genolin.evaluate", "genolin.predict", "genolin.bench", "genolin.explain", "genolin.motifs"],

@@ -17,8 +17,8 @@ from genolin.cli import cli
 from genolin.io.bed import Interval
 from genolin.io.fasta import Genome, read_fasta
 from genolin.io.labelled import load_labelled
+from genolin.peaks import PeakCaller, window_max
 from genolin.tasks import SequenceData, TrackData, Window
-from genolin.tasks.track import PeakCaller, window_max
 from genolin.tokenize import kmer_ids, reverse_complement
 
 GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"

@@ -25,19 +25,17 @@ Validation during training and ``genolin evaluate`` share this one path: the hel
 
 Predictions (``genolin predict``): OUT.plus.bedGraph and OUT.minus.bedGraph (per-bin probability, 0-based
 half-open, sorted, covering every contig, equal rounded runs merged) and OUT.peaks.bed (BED6 calls: a bin whose
-probability is >= threshold and the highest within +- min_distance bp on its strand; score = 1000 p). Under
-torchrun the ranks share the batches of windows, every rank gets every bin, and rank 0 writes the plus strand,
-rank 1 the minus strand (``_predict_strands``).
+probability is >= threshold and the highest within +- min_distance bp on its strand; score = 1000 p): the files
+are ``genolin.io.tracks``'s, the calls ``genolin.peaks``'s. Under torchrun the ranks share the batches of windows,
+every rank gets every bin, and rank 0 writes the plus strand, rank 1 the minus strand (``_predict_strands``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +47,8 @@ from genolin.config import DataSpec, TrainConfig
 from genolin.errors import InputError
 from genolin.io.bed import Interval
 from genolin.io.fasta import Genome
+from genolin.io.tracks import STRANDS, TRACK_FORMATS, CallsBed, track_outputs, track_paths
+from genolin.peaks import PeakCaller, StrandedPeaks
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import binary_metrics, max_f1_threshold
 from genolin.tokenize import kmer_ids, reverse_complement
@@ -306,7 +306,6 @@ def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> d
 
 
 CALL_DISTANCES_BP = (20, 100)
-TRACK_FORMATS = {"bedgraph": "bedGraph", "bigwig": "bw"}  # --format -> file suffix of OUT.plus / OUT.minus
 
 
 def _near(a: np.ndarray, b: np.ndarray, d: int) -> np.ndarray:
@@ -373,67 +372,9 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
             for name, v in parts.items()}
 
 
-def window_max(a: np.ndarray, width: int) -> np.ndarray:
-    """(n,) -> (n - width + 1,): out[j] = max(a[j : j + width]), in O(n log width) (maxima of spans doubling to
-    the largest power of two <= width, then two overlapping spans per window), however many candidates."""
-    out, span = a, 1
-    while 2 * span <= width:  # out[j] = max(a[j : j + span]), len(a) - span + 1 values
-        out, span = np.maximum(out[:-span], out[span:]), 2 * span
-    m = len(a) - width + 1
-    return np.maximum(out[:m], out[width - span: width - span + m])
-
-
-class PeakCaller:
-    """Streaming local maxima on one strand of one contig: bin i is called if p_i >= threshold, p_i > every p in
-    [i - d, i) and p_i >= every p in (i, i + d] (so of equal neighbours the leftmost wins). Bins arrive in order;
-    a bin is decided once d bins past it have arrived (or at the contig's end)."""
-
-    def __init__(self, threshold: float, distance_bins: int, first_bin: int = 0):
-        self.threshold, self.d = threshold, max(0, distance_bins)
-        self.reset(first_bin)
-
-    def reset(self, first_bin: int = 0) -> None:
-        """Start a new stretch of bins at ``first_bin``."""
-        self.buf = np.zeros(0, dtype=np.float32)  # bins [offset, offset + len(buf)), in the dtype fed
-        self.offset = first_bin
-        self.decided = first_bin  # bins before this are decided
-
-    def feed(self, first_bin: int, probs: np.ndarray, *, final: bool = False) -> list[tuple[int, float]]:
-        if first_bin != self.offset + len(self.buf):
-            raise ValueError("bins must arrive in order")
-        probs = np.asarray(probs)  # float32 stays float32 (a float64 copy cost a pass; comparisons are the same)
-        buf = np.concatenate([self.buf, probs if probs.dtype.kind == "f" else probs.astype(np.float64)])
-        end = self.offset + len(buf)
-        decide_to = end if final else end - self.d
-        d = self.d
-        lo, hi = self.decided - self.offset, decide_to - self.offset
-        peaks = []
-        if hi > lo:
-            seg = buf[lo:hi]
-            keep = seg >= self.threshold
-            if d:  # first the bins above their two neighbours (few on a smooth track), in contiguous passes
-                padded = np.concatenate([np.full(d, -np.inf, buf.dtype), buf, np.full(d, -np.inf, buf.dtype)])
-                keep &= (seg > padded[lo + d - 1: hi + d - 1]) & (seg >= padded[lo + d + 1: hi + d + 1])
-            cand = np.flatnonzero(keep) + lo  # positions in buf; padded[j] = buf[j - d]
-            if len(cand) and d > 1:
-                if len(cand) * d <= len(buf) // 2:  # few: the spans around them (a gather costs ~10x a pass)
-                    near = np.lib.stride_tricks.sliding_window_view(padded, d)  # near[j] = padded[j : j + d]
-                    left, right = near[cand].max(axis=1), near[cand + d + 1].max(axis=1)
-                else:  # many: maxima of every span of d, in log2(d) passes
-                    ahead = window_max(padded, d)  # max of padded[j : j + d]
-                    left, right = ahead[cand], ahead[cand + d + 1]
-                # left: max of buf[i - d : i], right: of buf[i + 1 : i + d + 1]
-                cand = cand[(buf[cand] > left) & (buf[cand] >= right)]
-            peaks = [(self.offset + i, float(buf[i])) for i in cand.tolist()]
-        self.decided = max(self.decided, decide_to)
-        new_offset = max(self.offset, self.decided - d)  # keep d bins of history before the undecided ones
-        self.buf, self.offset = buf[new_offset - self.offset:], new_offset
-        return peaks
-
-
 class TrackTask(Task):
     name = "track"
-    strands = ("plus", "minus")
+    strands = STRANDS
     has_track = True
     threshold_metric = "F1"
     ensemble_shared = ("k", "stride", "window_bp", "eval_bin_bp")
@@ -624,8 +565,9 @@ class TrackTask(Task):
     # -- outputs -----------------------------------------------------------------------------------------------
     def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions) -> str:
         """OUT.plus / OUT.minus (.bedGraph, or .bw with track_format "bigwig") and OUT.peaks.bed for every contig
-        of the genome(s). Under torchrun the ranks share the batches of windows, every rank gets every bin, and
-        rank 0 writes the plus strand and the calls, rank 1 the minus strand (``_predict_strands``)."""
+        of the genome(s) (``genolin.io.tracks``). Under torchrun the ranks share the batches of windows, every rank
+        gets every bin, and rank 0 writes the plus strand and the calls, rank 1 the minus strand
+        (``_predict_strands``)."""
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
         if options.track_format not in TRACK_FORMATS:
@@ -647,88 +589,36 @@ class TrackTask(Task):
             regions = [r for r in regions if r[0] in set(options.contigs)]
         if predictor.dist.world > 1:
             return self._predict_strands(predictor, data, regions, str(out), options)
-        paths = self._paths(str(out), options)
-        with self._outputs(data, str(out), options) as (writers, fb):
-            on_contig, n_peaks = self._calls_writer(fb)
-            n_bins = self._write(predictor, data, regions, writers, options, on_contig=on_contig)
-        return (f"{len(regions)} contig(s), {n_bins} bins, {n_peaks()} promoters called -> {paths[0]}, {paths[1]}, "
-                f"{out}.peaks.bed")
+        paths = track_paths(str(out), options.track_format)
+        with track_outputs(data.lengths, str(out), options.track_format, options.threshold, self.cfg.stride) as (
+                writers, calls):
+            pieces = predictor.region_probs(data, regions, rc_average=options.rc_average, progress=options.progress,
+                                            ahead=True)
+            n_bins = self._write(pieces, data, writers, (0, 1), calls, options)
+        return (f"{len(regions)} contig(s), {n_bins} bins, {calls.written} promoters called -> {paths[0]}, "
+                f"{paths[1]}, {out}.peaks.bed")
 
-    def _paths(self, prefix: str, options: PredictOptions) -> list[str]:
-        return [f"{prefix}.{strand}.{TRACK_FORMATS[options.track_format]}" for strand in self.strands]
-
-    @contextlib.contextmanager
-    def _outputs(self, data: TrackData, prefix: str, options: PredictOptions, *, strands: tuple[int, ...] = (0, 1),
-                 peaks: bool = True, folder: Path | None = None):
-        """(writers of ``strands``, the peaks file or None) of ``predict``, each written under a temporary name and
-        renamed when the block succeeds; ``folder``: written there (a rank's part) instead of beside ``prefix``,
-        the names and the track lines still ``prefix``'s."""
-        from genolin.io.atomic import atomic_open
-        from genolin.io.bedgraph import BedGraphWriter, format_pool
-        from genolin.io.bigwig import BackgroundBigWigWriter
-
-        name = Path(prefix).name
-        paths = self._paths(prefix if folder is None else str(folder / name), options)
-        with contextlib.ExitStack() as stack:
-            if options.track_format == "bigwig":
-                writers = [stack.enter_context(BackgroundBigWigWriter(paths[s], data.lengths)) for s in strands]
-            else:  # lines formatted by a process pool on machines with cores to spare (format_workers)
-                pool = stack.enter_context(format_pool()) if strands else None
-                writers = [stack.enter_context(BedGraphWriter(stack.enter_context(atomic_open(paths[s], "wb")),
-                                                              f"{name} {'+-'[s]} strand", STRAND_COLORS[s], pool=pool))
-                           for s in strands]
-            fb = stack.enter_context(atomic_open(prefix + ".peaks.bed")) if peaks else None
-            if fb is not None:
-                fb.write(f'track name="{name} promoters" description="genolin calls, threshold '
-                         f'{options.threshold}" useScore=1\n')
-            yield writers, fb
-
-    def _write(self, predictor, data: TrackData, regions: list[Region], writers, options: PredictOptions, *,
-               on_contig=None, strands: tuple[int, ...] = (0, 1), everywhere: bool = False) -> int:
-        """Predict ``regions`` into ``writers`` (one per strand of ``strands``); with ``on_contig``, the promoters
-        of both strands are called and at each contig's end ``on_contig(contig, length, calls)`` gets them,
-        [(bin, p, "+" or "-")] sorted. ``everywhere``: under torchrun, the ranks share the batches and each gets
-        every piece. Returns the bins predicted."""
+    def _write(self, pieces, data: TrackData, writers, strands: tuple[int, ...], calls: CallsBed | None,
+               options: PredictOptions) -> int:
+        """Each piece (contig, first bin, probs (n, 2)) into ``writers`` (one per strand of ``strands``); with
+        ``calls``, the promoters of both strands are called and each contig's written at its end. Returns the bins
+        predicted."""
         stride = self.cfg.stride
-        distance_bins = options.min_distance_bp // stride
-        callers = [PeakCaller(options.threshold, distance_bins) for _ in range(2)] if on_contig else []
+        peaks = StrandedPeaks(options.threshold, options.min_distance_bp // stride) if calls is not None else None
         n_bins = 0
-        calls: list[tuple[int, float, str]] = []
-        current = None
-        for contig, first, probs in predictor.region_probs(data, regions, rc_average=options.rc_average,
-                                                           progress=options.progress, ahead=True,
-                                                           everywhere=everywhere):
-            if contig != current:
-                current, calls = contig, []
-                for c in callers:
-                    c.reset()
+        for contig, first, probs in pieces:
             length = data.lengths[contig]
             final = first + len(probs) == -(-length // stride)
             for writer, s in zip(writers, strands, strict=True):
                 writer.add(contig, first, probs[:, s], stride, length)
-            for s, caller in enumerate(callers):
-                calls += [(b, p, "+-"[s]) for b, p in caller.feed(first, probs[:, s], final=final)]
+            found = peaks.feed(contig, first, probs, final=final) if peaks is not None else None
             n_bins += len(probs)
             if final:
                 for w in writers:
                     w.flush()
-                if on_contig:
-                    on_contig(contig, length, sorted(calls))
+                if calls is not None:
+                    calls.write(contig, length, found)
         return n_bins
-
-    def _calls_writer(self, fb):
-        """(``on_contig`` for ``_write``, writing each contig's calls to ``fb`` as BED6 lines numbered on; a
-        function giving the number written so far)."""
-        stride, written = self.cfg.stride, 0
-
-        def on_contig(contig: str, length: int, calls: list[tuple[int, float, str]]) -> None:
-            nonlocal written
-            fb.write("".join(f"{contig}\t{b * stride}\t{min((b + 1) * stride, length)}\tpromoter_{n}\t"
-                             f"{min(1000, int(round(1000 * p)))}\t{strand}\n"
-                             for n, (b, p, strand) in enumerate(calls, start=written + 1)))
-            written += len(calls)
-
-        return on_contig, lambda: written
 
     def _predict_strands(self, predictor, data: TrackData, regions: list[Region], prefix: str,
                          options: PredictOptions) -> str:
@@ -738,6 +628,7 @@ class TrackTask(Task):
         after a barrier rank 0 moves the minus strand into place. The files are one process's byte for byte, and
         no rank appends another's output (appending a 1 Gbp genome's other strand after the barrier cost seconds)."""
         import shutil
+        import time
 
         dist, rank = predictor.dist, predictor.dist.rank
         parts = Path(prefix).parent / f".{Path(prefix).name}.genolin-parts"
@@ -749,28 +640,29 @@ class TrackTask(Task):
             if rank == 1:
                 parts.mkdir(parents=True, exist_ok=True)
             quiet = dataclasses.replace(options, progress=False)
-            with self._outputs(data, prefix, quiet, strands=strands, peaks=False, folder=parts) as (writers, _):
-                n_bins = self._write(predictor, data, regions, writers, quiet, strands=strands, everywhere=True)
+            with track_outputs(data.lengths, prefix, options.track_format, options.threshold, self.cfg.stride,
+                               strands=strands, peaks=False, folder=parts) as (writers, _):
+                pieces = predictor.region_probs(data, regions, rc_average=options.rc_average, progress=False,
+                                                ahead=True, everywhere=True)
+                n_bins = self._write(pieces, data, writers, strands, None, quiet)
             t1 = time.perf_counter()
             dist.barrier(predictor.device)
             log.debug("rank %d: predicted and wrote in %.2f s, then %.2f s at the barrier", rank, t1 - t0,
                       time.perf_counter() - t1)
             return f"rank {rank}: {n_bins} bins" + (", the minus strand, for rank 0" if rank == 1 else "")
-        paths = self._paths(prefix, options)
+        paths = track_paths(prefix, options.track_format)
         try:
-            with self._outputs(data, prefix, options, strands=(0,)) as (writers, fb):
-                on_contig, n_peaks = self._calls_writer(fb)
-                n_bins = self._write(predictor, data, regions, writers, options, strands=(0,), everywhere=True,
-                                     on_contig=on_contig)
+            with track_outputs(data.lengths, prefix, options.track_format, options.threshold, self.cfg.stride,
+                               strands=(0,)) as (writers, calls):
+                pieces = predictor.region_probs(data, regions, rc_average=options.rc_average,
+                                                progress=options.progress, ahead=True, everywhere=True)
+                n_bins = self._write(pieces, data, writers, (0,), calls, options)
                 t1 = time.perf_counter()
                 dist.barrier(predictor.device)
-            os.replace(self._paths(str(parts / Path(prefix).name), options)[1], paths[1])
+            os.replace(track_paths(str(parts / Path(prefix).name), options.track_format)[1], paths[1])
             log.debug("rank 0: predicted, wrote the plus strand and the calls in %.2f s, then %.2f s at the barrier "
                       "and closing", t1 - t0, time.perf_counter() - t1)
         finally:
             shutil.rmtree(parts, ignore_errors=True)
-        return (f"{len(regions)} contig(s) over {dist.world} processes, {n_bins} bins, {n_peaks()} promoters called "
-                f"-> {paths[0]}, {paths[1]}, {prefix}.peaks.bed")
-
-
-STRAND_COLORS = ("200,30,30", "30,30,200")
+        return (f"{len(regions)} contig(s) over {dist.world} processes, {n_bins} bins, {calls.written} promoters "
+                f"called -> {paths[0]}, {paths[1]}, {prefix}.peaks.bed")

@@ -1,0 +1,69 @@
+"""The files of a genome track prediction (``genolin predict`` with a track model): OUT.plus and OUT.minus
+(per-bin values, bedGraph or bigWig) and OUT.peaks.bed (BED6 promoter calls).
+
+    track_paths(prefix, track_format) -> [OUT.plus.<suffix>, OUT.minus.<suffix>]
+    track_outputs(lengths, prefix, track_format, threshold, stride, strands=, peaks=, folder=) -> (writers, calls)
+
+Every file is written under a temporary name and renamed when the block succeeds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+STRANDS = ("plus", "minus")  # the strands' names in OUT.<strand>.<suffix>, + first
+STRAND_COLORS = ("200,30,30", "30,30,200")  # bedGraph track colours (r,g,b) of the strands
+TRACK_FORMATS = {"bedgraph": "bedGraph", "bigwig": "bw"}  # --format -> file suffix of OUT.plus / OUT.minus
+
+
+def track_paths(prefix: str, track_format: str) -> list[str]:
+    """The per-strand files of ``prefix`` in ``track_format`` (a key of TRACK_FORMATS), + strand first."""
+    return [f"{prefix}.{strand}.{TRACK_FORMATS[track_format]}" for strand in STRANDS]
+
+
+class CallsBed:
+    """Promoter calls as BED6 lines, numbered on through the file: contig, the called bin's start and end (cut at
+    the contig's end), promoter_<n>, score 1000 p (at most 1000), strand. ``written``: the calls written so far."""
+
+    def __init__(self, fh, stride: int):
+        self.fh, self.stride, self.written = fh, stride, 0
+
+    def write(self, contig: str, length: int, calls: list[tuple[int, float, str]]) -> None:
+        """One contig's calls, [(bin, p, "+" or "-")] sorted."""
+        stride = self.stride
+        self.fh.write("".join(f"{contig}\t{b * stride}\t{min((b + 1) * stride, length)}\tpromoter_{n}\t"
+                              f"{min(1000, int(round(1000 * p)))}\t{strand}\n"
+                              for n, (b, p, strand) in enumerate(calls, start=self.written + 1)))
+        self.written += len(calls)
+
+
+@contextlib.contextmanager
+def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, threshold: float, stride: int, *,
+                  strands: tuple[int, ...] = (0, 1), peaks: bool = True, folder: Path | None = None):
+    """(a writer per strand of ``strands`` (0: +, 1: -), ``CallsBed`` of OUT.peaks.bed or None without ``peaks``),
+    each file written under a temporary name and renamed when the block succeeds. ``lengths``: the contigs, in
+    order; ``folder``: the strands written there (a torchrun rank's share) instead of beside ``prefix``, the names
+    and the track lines still ``prefix``'s. bedGraph lines are formatted by a process pool on machines with cores
+    to spare (``format_workers``)."""
+    from genolin.io.atomic import atomic_open
+    from genolin.io.bedgraph import BedGraphWriter, format_pool
+    from genolin.io.bigwig import BackgroundBigWigWriter
+
+    name = Path(prefix).name
+    paths = track_paths(prefix if folder is None else str(folder / name), track_format)
+    with contextlib.ExitStack() as stack:
+        if track_format == "bigwig":
+            writers = [stack.enter_context(BackgroundBigWigWriter(paths[s], lengths)) for s in strands]
+        else:
+            pool = stack.enter_context(format_pool()) if strands else None
+            writers = [stack.enter_context(BedGraphWriter(stack.enter_context(atomic_open(paths[s], "wb")),
+                                                          f"{name} {'+-'[s]} strand", STRAND_COLORS[s], pool=pool))
+                       for s in strands]
+        calls = None
+        if peaks:
+            fb = stack.enter_context(atomic_open(prefix + ".peaks.bed"))
+            fb.write(f'track name="{name} promoters" description="genolin calls, threshold {threshold}" '
+                     f'useScore=1\n')
+            calls = CallsBed(fb, stride)
+        yield writers, calls

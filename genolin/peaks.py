@@ -1,0 +1,96 @@
+"""Promoter calls: local maxima of a per-bin probability track, streamed.
+
+    PeakCaller(threshold, distance_bins).feed(first_bin, probs, final=) -> [(bin, p)] called on one strand
+    StrandedPeaks(threshold, distance_bins).feed(contig, first_bin, probs (n, 2), final=) -> a contig's calls on
+        both strands, [(bin, p, "+" or "-")] sorted, at its last piece
+
+A bin is called when its probability is at least the threshold and the highest within ``distance_bins`` bins on
+its strand (of equal neighbours the leftmost). ``genolin predict`` writes the calls (OUT.peaks.bed); the track
+task's scoring matches them to annotated TSSs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def window_max(a: np.ndarray, width: int) -> np.ndarray:
+    """(n,) -> (n - width + 1,): out[j] = max(a[j : j + width]), in O(n log width) (maxima of spans doubling to
+    the largest power of two <= width, then two overlapping spans per window), however many candidates."""
+    out, span = a, 1
+    while 2 * span <= width:  # out[j] = max(a[j : j + span]), len(a) - span + 1 values
+        out, span = np.maximum(out[:-span], out[span:]), 2 * span
+    m = len(a) - width + 1
+    return np.maximum(out[:m], out[width - span: width - span + m])
+
+
+class PeakCaller:
+    """Streaming local maxima on one strand of one contig: bin i is called if p_i >= threshold, p_i > every p in
+    [i - d, i) and p_i >= every p in (i, i + d] (so of equal neighbours the leftmost wins). Bins arrive in order;
+    a bin is decided once d bins past it have arrived (or at the contig's end)."""
+
+    def __init__(self, threshold: float, distance_bins: int, first_bin: int = 0):
+        self.threshold, self.d = threshold, max(0, distance_bins)
+        self.reset(first_bin)
+
+    def reset(self, first_bin: int = 0) -> None:
+        """Start a new stretch of bins at ``first_bin``."""
+        self.buf = np.zeros(0, dtype=np.float32)  # bins [offset, offset + len(buf)), in the dtype fed
+        self.offset = first_bin
+        self.decided = first_bin  # bins before this are decided
+
+    def feed(self, first_bin: int, probs: np.ndarray, *, final: bool = False) -> list[tuple[int, float]]:
+        if first_bin != self.offset + len(self.buf):
+            raise ValueError("bins must arrive in order")
+        probs = np.asarray(probs)  # float32 stays float32 (a float64 copy cost a pass; comparisons are the same)
+        buf = np.concatenate([self.buf, probs if probs.dtype.kind == "f" else probs.astype(np.float64)])
+        end = self.offset + len(buf)
+        decide_to = end if final else end - self.d
+        d = self.d
+        lo, hi = self.decided - self.offset, decide_to - self.offset
+        peaks = []
+        if hi > lo:
+            seg = buf[lo:hi]
+            keep = seg >= self.threshold
+            if d:  # first the bins above their two neighbours (few on a smooth track), in contiguous passes
+                padded = np.concatenate([np.full(d, -np.inf, buf.dtype), buf, np.full(d, -np.inf, buf.dtype)])
+                keep &= (seg > padded[lo + d - 1: hi + d - 1]) & (seg >= padded[lo + d + 1: hi + d + 1])
+            cand = np.flatnonzero(keep) + lo  # positions in buf; padded[j] = buf[j - d]
+            if len(cand) and d > 1:
+                if len(cand) * d <= len(buf) // 2:  # few: the spans around them (a gather costs ~10x a pass)
+                    near = np.lib.stride_tricks.sliding_window_view(padded, d)  # near[j] = padded[j : j + d]
+                    left, right = near[cand].max(axis=1), near[cand + d + 1].max(axis=1)
+                else:  # many: maxima of every span of d, in log2(d) passes
+                    ahead = window_max(padded, d)  # max of padded[j : j + d]
+                    left, right = ahead[cand], ahead[cand + d + 1]
+                # left: max of buf[i - d : i], right: of buf[i + 1 : i + d + 1]
+                cand = cand[(buf[cand] > left) & (buf[cand] >= right)]
+            peaks = [(self.offset + i, float(buf[i])) for i in cand.tolist()]
+        self.decided = max(self.decided, decide_to)
+        new_offset = max(self.offset, self.decided - d)  # keep d bins of history before the undecided ones
+        self.buf, self.offset = buf[new_offset - self.offset:], new_offset
+        return peaks
+
+
+class StrandedPeaks:
+    """Calls on both strands of pieces (contig, first bin, probs (n, 2)) that come in genome order, each contig's
+    from its first bin: one ``PeakCaller`` per strand, started anew at each contig."""
+
+    def __init__(self, threshold: float, distance_bins: int):
+        self.callers = [PeakCaller(threshold, distance_bins) for _ in range(2)]
+        self.contig: str | None = None
+        self.calls: list[tuple[int, float, str]] = []
+
+    def feed(self, contig: str, first_bin: int, probs: np.ndarray, *, final: bool
+             ) -> list[tuple[int, float, str]] | None:
+        """The contig's calls [(bin, p, "+" or "-")] sorted when this is its last piece (``final``), else None."""
+        if contig != self.contig:
+            self.contig, self.calls = contig, []
+            for caller in self.callers:
+                caller.reset()
+        for strand, caller in enumerate(self.callers):
+            self.calls += [(b, p, "+-"[strand]) for b, p in caller.feed(first_bin, probs[:, strand], final=final)]
+        return sorted(self.calls) if final else None
+
+
+__all__ = ["PeakCaller", "StrandedPeaks", "window_max"]
