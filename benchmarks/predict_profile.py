@@ -1,7 +1,7 @@
 """Where genome prediction spends its time: each stage of ``Predictor.region_probs`` timed alone, then together.
 
 Stages, each over the whole (tiled) genome, in this process, after the model is loaded:
-- plan + tokens: cutting windows and tokenizing them (``Predictor._tokens``; runs on a background thread);
+- plan + tokens: cutting windows and tokenizing them (``GenomeWindows.tokens``; runs on a background thread);
 - model: the encoder forward and probabilities of every batch (inputs already tokenized; on CUDA synchronized);
 - pieces: turning each batch's probabilities into pieces (centre cut, RC average, all-N bins);
 - writes: the track writer (bedGraph or bigWig) fed the pieces;
@@ -72,20 +72,21 @@ def main() -> None:
     run = load_run(run_dir, args.device, compile=args.compile, window_bp=args.window_bp,
                    bf16_weights=args.bf16_weights)
     pred, dev, rc = run.predictor, run.predictor.device, args.rc_average
+    windows = pred.windows  # the genome-window stages, one at a time
     data = TrackData.load([str(fasta)], [], run.config.train)
     regions = data.whole()
 
     # warm-up: one batch through every stage (kernel compilation, allocator)
-    plan = list(pred._plan(data, regions))
-    first = pred._tokens(data, plan[0], rc)
-    pred._window_probs(first[2], first[3], rc)
+    plan = list(windows.plan(data, regions))
+    first = windows.tokens(data, plan[0], rc)
+    windows.window_probs(first[2], first[3], rc)
 
-    t_tokens, batches = timed(lambda: [pred._tokens(data, p, rc) for p in pred._plan(data, regions)], dev)
+    t_tokens, batches = timed(lambda: [windows.tokens(data, p, rc) for p in windows.plan(data, regions)], dev)
     outs = []
 
     def model_all():
         for _, _, codes, nbins in batches:
-            outs.append(pred._window_probs(codes, nbins, rc).cpu().numpy())
+            outs.append(windows.window_probs(codes, nbins, rc).cpu().numpy())
 
     t_model, _ = timed(model_all, dev)
     tokens = sum(int(b[3].sum()) * (2 if rc else 1) for b in batches)
@@ -96,7 +97,7 @@ def main() -> None:
 
     def pieces_all():
         return [p for (pending, bases, *_), host in zip(batches, outs, strict=True)
-                for p in pred._pieces(data, pending, bases, (host, None), Bar())]
+                for p in windows.pieces(data, pending, bases, (host, None), Bar())]
 
     t_pieces, pieces = timed(pieces_all, dev)
     batches = outs = None  # free them before the pipeline runs
@@ -125,10 +126,10 @@ def main() -> None:
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    few = [pred._tokens(data, p, rc) for p in plan[: args.profile_batches]]
+    few = [windows.tokens(data, p, rc) for p in plan[: args.profile_batches]]
     with profile(activities=acts) as prof:
         for _, _, codes, nbins in few:
-            pred._window_probs(codes, nbins, rc).cpu()
+            windows.window_probs(codes, nbins, rc).cpu()
         sync(dev)
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=48)

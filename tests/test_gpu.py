@@ -194,9 +194,9 @@ def test_genome_batches_replayed_from_cuda_graphs_equal_eager_launches(tmp_path,
 
     path = _two_contigs(tmp_path)
     graphed, pred = _genome_probs(path, monkeypatch, "1", rc=rc)
-    assert sorted(key[-1][0] for key in pred._graphs.graphs) == [False, True]  # (padding, RC): full and padded
+    assert sorted(key[-1][0] for key in pred.windows.graphs.graphs) == [False, True]  # (padding, RC): full and padded
     eager, pred0 = _genome_probs(path, monkeypatch, "0", rc=rc)
-    assert pred0._graphs is None
+    assert pred0.windows.graphs is None
     assert graphed.shape == eager.shape and np.isfinite(graphed).all()
     # full batches have the same shape both ways (bitwise the same kernels); padded ones are padded further here
     assert np.abs(graphed - eager).max() < 2e-3, np.abs(graphed - eager).max()
@@ -265,7 +265,7 @@ def test_a_failed_graph_capture_falls_back_to_eager_launches(tmp_path, monkeypat
     monkeypatch.setattr(GraphedForward, "_capture", refuse)
     with caplog.at_level("WARNING", logger="genolin.inference"):
         got, pred = _genome_probs(path, monkeypatch, "1", rc=True)
-    assert pred._graphs is False
+    assert pred.windows.graphs is False
     assert sum("CUDA graphs unavailable" in r.message for r in caplog.records) == 1
     assert got.shape == eager.shape and np.abs(got - eager).max() < 2e-3  # batches made before it: full shape
 

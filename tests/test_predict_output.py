@@ -199,11 +199,11 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
     each window alone through the eager model, its reverse complement alone, averaged; every bin covered once."""
     import torch
 
-    import genolin.inference
+    import genolin.inference.genome
     from genolin.inference import load_run
     from genolin.tasks.track import TrackData
 
-    monkeypatch.setattr(genolin.inference, "cpu_model_threads", lambda: (model_threads, 1))
+    monkeypatch.setattr(genolin.inference.genome, "cpu_model_threads", lambda: (model_threads, 1))
     fasta, lengths = two_contigs
     batch_size = 5 if model_threads == 1 else 1 + 2 * (compiled == "fixed")
     run = load_run(V1_TRACK, "cpu", batch_size=batch_size, compile=compiled is True, window_bp=window_bp)
@@ -215,11 +215,11 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
     for contig, first, probs in pieces:
         got[contig][first:first + len(probs)] = probs
     # a batch's windows of one contig come as one piece: one per (batch, contig) the plan's batches touch
-    batches = list(run.predictor._plan(data, data.whole()))
+    batches = list(run.predictor.windows.plan(data, data.whole()))
     assert len(pieces) == sum(len({w.contig for w, _, _ in batch}) for batch in batches)
     eager = load_run(V1_TRACK, "cpu") if compiled is True else run  # compiling changes the run's blocks in place
     model, task = eager.model, eager.task
-    plan = [x for batch in run.predictor._plan(data, data.whole()) for x in batch]
+    plan = [x for batch in run.predictor.windows.plan(data, data.whole()) for x in batch]
     assert max(w.bins for w, _, _ in plan) == (window_bp or 2048) // data.stride
     for (w, keep_from, keep_to) in plan:
         with torch.no_grad():
@@ -269,12 +269,12 @@ def test_window_bp_a_run_cannot_use_is_one_clear_error(tmp_path, two_contigs, mo
 def test_cpu_model_threads_share_the_cores_and_restore_torch_threads():
     import torch
 
-    from genolin.inference import CPU_MODEL_THREADS, _intra_op_threads, cpu_model_threads
+    from genolin.inference.pipeline import CPU_MODEL_THREADS, cpu_model_threads, intra_op_threads
 
     assert cpu_model_threads(1) == (1, 1) and cpu_model_threads(2) == (2, 1)
     assert cpu_model_threads(4 * CPU_MODEL_THREADS) == (CPU_MODEL_THREADS, 4)
     before = torch.get_num_threads()
-    with pytest.raises(RuntimeError), _intra_op_threads(1):
+    with pytest.raises(RuntimeError), intra_op_threads(1):
         assert torch.get_num_threads() == 1
         raise RuntimeError
     assert torch.get_num_threads() == before

@@ -27,7 +27,7 @@ Predictions (``genolin predict``): OUT.plus.bedGraph and OUT.minus.bedGraph (per
 half-open, sorted, covering every contig, equal rounded runs merged) and OUT.peaks.bed (BED6 calls: a bin whose
 probability is >= threshold and the highest within +- min_distance bp on its strand; score = 1000 p): the files
 are ``genolin.io.tracks``'s, the calls ``genolin.peaks``'s. Under torchrun the ranks share the batches of windows,
-every rank gets every bin, and rank 0 writes the plus strand, rank 1 the minus strand (``_predict_strands``).
+every rank gets every bin, and rank 0 writes the plus strand, rank 1 the minus strand (``_predict_shares``).
 """
 
 from __future__ import annotations
@@ -567,7 +567,7 @@ class TrackTask(Task):
         """OUT.plus / OUT.minus (.bedGraph, or .bw with track_format "bigwig") and OUT.peaks.bed for every contig
         of the genome(s) (``genolin.io.tracks``). Under torchrun the ranks share the batches of windows, every rank
         gets every bin, and rank 0 writes the plus strand and the calls, rank 1 the minus strand
-        (``_predict_strands``)."""
+        (``_predict_shares``)."""
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
         if options.track_format not in TRACK_FORMATS:
@@ -588,7 +588,7 @@ class TrackTask(Task):
                                                   f"{', '.join(names[:5])}{', ...' if len(names) > 5 else ''}")
             regions = [r for r in regions if r[0] in set(options.contigs)]
         if predictor.dist.world > 1:
-            return self._predict_strands(predictor, data, regions, str(out), options)
+            return self._predict_shares(predictor, data, regions, str(out), options)
         paths = track_paths(str(out), options.track_format)
         with track_outputs(data.lengths, str(out), options.track_format, options.threshold, self.cfg.stride) as (
                 writers, calls):
@@ -620,49 +620,32 @@ class TrackTask(Task):
                     calls.write(contig, length, found)
         return n_bins
 
-    def _predict_strands(self, predictor, data: TrackData, regions: list[Region], prefix: str,
-                         options: PredictOptions) -> str:
-        """torchrun: the ranks share the one-process batches and every rank gets every piece
-        (``region_probs(everywhere=True)``); rank 0 writes the plus strand and calls the promoters of both, as one
-        process does, rank 1 writes the minus strand into a folder beside the outputs, other ranks only compute;
-        after a barrier rank 0 moves the minus strand into place. The files are one process's byte for byte, and
-        no rank appends another's output (appending a 1 Gbp genome's other strand after the barrier cost seconds)."""
-        import shutil
-        import time
-
-        dist, rank = predictor.dist, predictor.dist.rank
-        parts = Path(prefix).parent / f".{Path(prefix).name}.genolin-parts"
+    def _predict_shares(self, predictor, data: TrackData, regions: list[Region], prefix: str,
+                        options: PredictOptions) -> str:
+        """torchrun: the files of one process, written in shares (``Predictor.write_shares``), every rank getting
+        every piece (``region_probs(everywhere=True)``): rank 0 writes the plus strand and calls the promoters of
+        both, as one process does, rank 1 the minus strand, other ranks only compute."""
+        shares = [(0,), (1,)]  # the strands each share writes; the first share also the calls
         log.info("batches of windows shared over %d processes; rank 0 writes the plus strand, rank 1 the minus "
-                 "strand", dist.world)
-        t0 = time.perf_counter()
-        if rank > 0:
-            strands = (1,) if rank == 1 else ()
-            if rank == 1:
-                parts.mkdir(parents=True, exist_ok=True)
-            quiet = dataclasses.replace(options, progress=False)
+                 "strand", predictor.dist.world)
+
+        def write(share: int | None, folder: Path | None) -> str:
+            strands = () if share is None else shares[share]
+            quiet = options if share == 0 else dataclasses.replace(options, progress=False)
             with track_outputs(data.lengths, prefix, options.track_format, options.threshold, self.cfg.stride,
-                               strands=strands, peaks=False, folder=parts) as (writers, _):
-                pieces = predictor.region_probs(data, regions, rc_average=options.rc_average, progress=False,
-                                                ahead=True, everywhere=True)
-                n_bins = self._write(pieces, data, writers, strands, None, quiet)
-            t1 = time.perf_counter()
-            dist.barrier(predictor.device)
-            log.debug("rank %d: predicted and wrote in %.2f s, then %.2f s at the barrier", rank, t1 - t0,
-                      time.perf_counter() - t1)
-            return f"rank {rank}: {n_bins} bins" + (", the minus strand, for rank 0" if rank == 1 else "")
-        paths = track_paths(prefix, options.track_format)
-        try:
-            with track_outputs(data.lengths, prefix, options.track_format, options.threshold, self.cfg.stride,
-                               strands=(0,)) as (writers, calls):
+                               strands=strands, peaks=share == 0, folder=folder) as (writers, calls):
                 pieces = predictor.region_probs(data, regions, rc_average=options.rc_average,
-                                                progress=options.progress, ahead=True, everywhere=True)
-                n_bins = self._write(pieces, data, writers, (0,), calls, options)
-                t1 = time.perf_counter()
-                dist.barrier(predictor.device)
-            os.replace(track_paths(str(parts / Path(prefix).name), options.track_format)[1], paths[1])
-            log.debug("rank 0: predicted, wrote the plus strand and the calls in %.2f s, then %.2f s at the barrier "
-                      "and closing", t1 - t0, time.perf_counter() - t1)
-        finally:
-            shutil.rmtree(parts, ignore_errors=True)
-        return (f"{len(regions)} contig(s) over {dist.world} processes, {n_bins} bins, {calls.written} promoters "
-                f"called -> {paths[0]}, {paths[1]}, {prefix}.peaks.bed")
+                                                progress=quiet.progress, ahead=True, everywhere=True)
+                n_bins = self._write(pieces, data, writers, strands, calls, quiet)
+            if share != 0:
+                return (f"rank {predictor.dist.rank}: {n_bins} bins"
+                        + (", the minus strand, for rank 0" if share == 1 else ""))
+            paths = track_paths(prefix, options.track_format)
+            return (f"{len(regions)} contig(s) over {predictor.dist.world} processes, {n_bins} bins, {calls.written} "
+                    f"promoters called -> {paths[0]}, {paths[1]}, {prefix}.peaks.bed")
+
+        def files(share: int, folder: Path) -> list[Path]:
+            paths = track_paths(str(folder / Path(prefix).name), options.track_format)
+            return [Path(paths[s]) for s in shares[share]]
+
+        return predictor.write_shares(prefix, len(shares), write, files)

@@ -1,0 +1,190 @@
+"""A run directory (or several: an ensemble) loaded for prediction: its settings, task, best weights on the
+device asked for, and the ``Predictor`` that applies them.
+
+    load_run(RUN_DIR, device) -> Run: config (RunConfig), task, model (best weights, eval mode), predictor
+    load_run([RUN_DIR, ...], device) -> Run of an ensemble: every probability the mean of its members'
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from genolin import checkpoint as ckpt
+from genolin.checkpoint import RunConfig
+from genolin.device import Dist, init_distributed, pick_device
+from genolin.errors import InputError
+from genolin.inference.predictor import Predictor
+from genolin.inference.views import default_views
+from genolin.model import LENGTH_LIMITED_MIXERS, Encoder
+from genolin.tasks import TASK_TYPES, Task, get_task
+
+log = logging.getLogger(__name__)
+
+WINDOW_BATCH_TOKENS = {False: 2**15, True: 2**18}  # tokens per batch of genome windows: CPU, CUDA (RC doubles it)
+
+
+@dataclass
+class Run:
+    """A trained run, ready to predict."""
+
+    config: RunConfig
+    task: Task
+    model: Encoder
+    predictor: Predictor
+    weights: Path  # the weights file loaded
+    threshold: float | None = None  # chosen on validation (tracks: max F1, classifiers: max MCC) with these weights
+
+    def decision_threshold(self, given: float | None) -> float:
+        """``given`` (a --threshold), else the stored one, else 0.5; logged with where it came from."""
+        if given is not None:
+            value, source = given, "given"
+        elif self.threshold is not None:
+            value, source = self.threshold, f"chosen on validation: max {self.task.threshold_metric}"
+        else:
+            value, source = 0.5, "default; this run stored none"
+        log.info("decision threshold %.4g (%s)", value, source)
+        return value
+
+    def rc_average(self, given: bool | None) -> bool:
+        """``given`` (--rc-average / --no-rc-average), else on for a sequence classifier that trained with reverse
+        complements (rc_prob > 0: the small and base presets), off otherwise (a track model's genome prediction
+        would take twice as long)."""
+        if given is not None:
+            return given
+        on = default_views(self.config.task, self.config.train)[0]
+        if on:
+            log.info("both strands averaged: the run trained with reverse complements (--no-rc-average: forward only)")
+        return on
+
+
+def load_kernels() -> None:
+    """Import the Triton kernels' modules and compute Triton's cache key (it hashes Triton's own files, a few tenths
+    of a second of the first launch). ``load_run`` runs it on a background thread while the
+    weights load; whatever it leaves undone the first launch does."""
+    import importlib
+
+    try:
+        for name in ("genolin.ops.norm_conv_triton", "genolin.ops.fused_triton", "genolin.ops.linear_attn_triton"):
+            importlib.import_module(name)
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+    except Exception as exc:  # noqa: BLE001 (a head start only: never fails the run)
+        log.debug("loading the kernels ahead: %s", exc)
+
+
+def _member(run_dir, config: RunConfig, dev: torch.device) -> tuple[Encoder, Task, Path, dict[str, str]]:
+    task = get_task(config.task, config.train, config.task_state)
+    model = Encoder(config.train.model)
+    weights = ckpt.weights_for_inference(run_dir)
+    meta = ckpt.load_weights(weights, model)
+    what = "the best validated weights" if weights.name == ckpt.BEST else "the last weights (never validated)"
+    if weights.name == ckpt.BEST and meta.get("step") == "0":  # said plainly: the epochs trained are not in them
+        what += ", those from before the first training step (training never beat their validation score)"
+    log.info("model: %s, %s (step %s) on %s", weights, what, meta.get("step", "?"), dev)
+    return model.to(dev).eval(), task, weights, meta
+
+
+def _check_window(config: RunConfig, window_bp: int | None) -> None:
+    """An InputError for a --window-bp the run cannot read its genome in."""
+    if window_bp is None:
+        return
+    cfg = config.train
+    why = None
+    if not TASK_TYPES[config.task].has_track:
+        why = f"sets the genome windows of track models; this run is a {config.task} model"
+    elif window_bp % cfg.stride or window_bp < cfg.window_bp:
+        why = (f"{window_bp:,} bp: windows are a multiple of the stride ({cfg.stride}) and at least the training "
+               f"window ({cfg.window_bp:,} bp)")
+    elif cfg.model.mixer in LENGTH_LIMITED_MIXERS and window_bp // cfg.stride > cfg.model.max_len > 0:
+        why = f"{window_bp:,} bp: the {cfg.model.mixer} mixer reads at most {cfg.model.max_len:,} tokens"
+    if why:
+        raise InputError("--window-bp", why)
+
+
+def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
+    """An InputError naming the first run that cannot join the first one's ensemble, and why: the members must
+    see the same batches and score the same classes (``Task.ensemble_shared``)."""
+    first = configs[0]
+    for run_dir, config in zip(run_dirs[1:], configs[1:], strict=True):
+        why = None
+        if config.task != first.task:
+            why = f"a {config.task} model, {run_dirs[0]} a {first.task} model"
+        elif config.task_state.get("classes") != first.task_state.get("classes"):
+            why = f"classes {config.task_state.get('classes')}, {run_dirs[0]} {first.task_state.get('classes')}"
+        else:
+            for key in TASK_TYPES[first.task].ensemble_shared:
+                if getattr(config.train, key) != getattr(first.train, key):
+                    why = f"{key} {getattr(config.train, key)}, {run_dirs[0]} {getattr(first.train, key)}"
+                    break
+        if why:
+            raise InputError(run_dir, f"cannot join an ensemble with {run_dirs[0]}: {why}")
+
+
+def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_size: int | None = None,
+             distributed: bool = False, compile: bool = False, shift_views: int | None = 0,
+             bf16_weights: bool | None = None, window_bp: int | None = None) -> Run:
+    """The model of a run directory (best weights if training validated, else the last), in eval mode; a list of
+    run directories: their ensemble (see the package docstring), whose decision threshold is the mean of the ones
+    its members chose on validation (when all did).
+    ``distributed``: under torchrun, join its process group and share genome windows out over the ranks.
+    ``compile``: run the blocks through torch.compile (see ``Predictor``).
+    ``shift_views``: a sequence classifier's probabilities also averaged over its inputs with 1..shift_views
+    leading bases dropped (``Predictor._per_batch``); None: the training's own shift range (max_shift_bp) for a
+    classifier trained with reverse complements (the small and base presets), else 0.
+    ``bf16_weights``: the model cast to bfloat16 (``Encoder.to_inference_bf16``: the residual stream too); None:
+    for track models on CUDA that trained under bf16 autocast (genome windows, where the speed counts; explain
+    passes False: its gradients keep float32 weights).
+    ``window_bp``: track models read the genome in windows of this many bp (a multiple of the stride, at least the
+    training window; margins stay an eighth of the training window, so longer windows read fewer bases twice:
+    1.33x at the training window, 1.07x at four times it); None: the training window."""
+    run_dirs = list(run_dir) if isinstance(run_dir, list | tuple) else [run_dir]
+    if not run_dirs:
+        raise InputError(None, "no run directory given")
+    configs = [ckpt.read_run_config(d) for d in run_dirs]
+    _check_ensemble(run_dirs, configs)
+    config = configs[0]
+    kind = TASK_TYPES[config.task]
+    _check_window(config, window_bp)
+    if shift_views is None:
+        shift_views = default_views(kind, config.train)[1]
+    elif shift_views and not kind.shift_averaging:
+        raise InputError("--shift-average", "averages shifted inputs of sequence classifiers; this run is a "
+                                            f"{config.task} model")
+    dist = init_distributed(device) if distributed else Dist()
+    dev = pick_device(device, dist.local_rank)
+    loading = None
+    if dev.type == "cuda":  # the kernels' modules load while the weights do
+        loading = threading.Thread(target=load_kernels, name="genolin-load-kernels", daemon=True)
+        loading.start()
+    members = [_member(d, c, dev) for d, c in zip(run_dirs, configs, strict=True)]
+    if bf16_weights is None:
+        bf16_weights = kind.has_track and dev.type == "cuda" and config.train.amp
+    if bf16_weights:
+        for member in members:
+            member[0].to_inference_bf16()
+    model, task, weights, _ = members[0]
+    if batch_size is None:
+        batch_size = config.train.batch_size
+        if kind.has_track:  # genome windows: a batch of about WINDOW_BATCH_TOKENS tokens
+            window_tokens = (window_bp or config.train.window_bp) // config.train.stride
+            tokens = WINDOW_BATCH_TOKENS[dev.type == "cuda"]
+            batch_size = max(1 if window_bp else batch_size, tokens // window_tokens)
+    predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
+                          amp=config.train.amp, dist=dist, compile=compile, members=[m[:2] for m in members],
+                          shift_views=shift_views, window_bp=window_bp, cuda_graphs=True, loading=loading)
+    thresholds = [float(m[3]["threshold"]) for m in members if "threshold" in m[3]]
+    threshold = float(np.mean(thresholds)) if len(thresholds) == len(members) else None
+    if len(members) > 1:
+        log.info("an ensemble of %d runs: probabilities averaged", len(members))
+    if shift_views:
+        log.info("probabilities averaged over each sequence with 0..%d leading bases dropped (the run trained with "
+                 "shifts of up to %d; --shift-average 0: off)", shift_views, config.train.max_shift_bp)
+    return Run(config, task, model, predictor, weights, threshold)
