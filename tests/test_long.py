@@ -463,7 +463,7 @@ def test_running_out_of_memory_all_the_same_is_one_line(tmp_path, monkeypatch):
     assert "the longest training sequence" in r.output and not (tmp_path / "oom").exists()
     r = run("train", "--csv", tmp_path / "t.csv", "--out", tmp_path / "ok", "--set", "d_model=16", "--max-steps", 1)
     assert r.exit_code == 0, r.output
-    monkeypatch.setattr(Predictor, "_forward", no_memory)
+    monkeypatch.setattr(Predictor, "probabilities", no_memory)
     r = run("predict", "--model", tmp_path / "ok", "--csv", tmp_path / "t.csv", "--out", tmp_path / "p.tsv")
     assert r.exit_code == 1 and "t.csv: out of memory scoring a batch of" in r.output and "--batch-size" in r.output
     assert "Traceback" not in r.output and not (tmp_path / "p.tsv").exists()
