@@ -1,5 +1,5 @@
-"""Run directories: what ``genolin train`` writes and ``evaluate`` / ``predict`` / ``--resume`` read; this module is
-their one reader.
+"""Run directories: what ``genolin train`` writes (``RunDir``) and ``evaluate`` / ``predict`` / ``--resume`` read;
+this module is their one reader and writer.
 
     RUN_DIR/config.json            the run (format 2): task, its state (classes; pos_weight of a track model),
                                    ``train`` (TrainConfig, the resolved encoder config under train.model), data
@@ -226,6 +226,82 @@ def _check_state(path: Path, state: dict) -> None:
     if files is not None and not all(isinstance(files.get(k), str) and ".." not in files[k]
                                      for k in ("weights", "optimizer")):
         raise InputError(path, f"corrupt trainer state: 'files' is {files!r}")
+
+
+METRICS = "metrics.jsonl"
+LOG = "train.log"
+RUN_FILES = (CONFIG, LOG, METRICS, BEST, WEIGHTS, LOCK, CHECKPOINTS)  # what a training run writes in its folder
+
+
+class RunDir:
+    """The folder of a run while it trains. Only the process that ``writes`` (rank 0 under torchrun) locks it
+    (``lock_run_dir``, until ``close``) and writes in it; the other ranks of the run only read its checkpoint."""
+
+    def __init__(self, path: str | os.PathLike, *, writes: bool):
+        self.path, self.writes = Path(path), writes
+        self._lock = lock_run_dir(self.path) if writes else None
+
+    def start(self, config: RunConfig) -> None:
+        """A new run's config.json; InputError where the folder holds a run already."""
+        if not self.writes:
+            return
+        if (self.path / STATE).exists():
+            raise InputError(self.path, "holds a run already: continue it with --resume, or choose another --out")
+        write_run_config(self.path, config)
+
+    def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+        """The trainer state of the last checkpoint, its weights and optimizer state loaded (every rank)."""
+        return load_checkpoint(self.path, model, optimizer)
+
+    def checkpoint(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict, *,
+                   best: bool = False, metrics: dict | None = None,
+                   best_weights: dict[str, torch.Tensor] | None = None) -> None:
+        """A crash-safe checkpoint at the trainer's ``state``; with ``best`` also best.safetensors (of
+        ``best_weights`` where given, else the model's), carrying the decision threshold chosen on ``metrics``,
+        the validation that made these weights the best."""
+        if not self.writes:
+            return
+        meta = {"step": str(state["step"]), "epoch": str(state["epoch"])}
+        best_meta = None
+        if best:
+            chosen = (metrics or {}).get("best_threshold")
+            best_meta = dict(meta)
+            if chosen:  # tracks: max F1; classifiers: max MCC (the metric is stored beside the value)
+                rule = "f1" if "f1" in chosen else "mcc"
+                best_meta.update({"threshold": repr(chosen["value"]), f"threshold_{rule}": repr(chosen[rule])})
+        save_checkpoint(self.path, model, optimizer, state, meta=meta, best_meta=best_meta, best_weights=best_weights)
+
+    def log_metrics(self, record: dict) -> None:
+        """One line of metrics.jsonl."""
+        if self.writes:
+            with open(self.path / METRICS, "a") as fh:
+                fh.write(json.dumps(record) + "\n")
+
+    def close(self) -> None:
+        """Release the lock."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+
+def remove_unfinished_run(run_dir: str | os.PathLike, before: set[str], created: bool) -> None:
+    """A new run that stopped before its first checkpoint leaves nothing behind: the run files it wrote (not those
+    in ``before``, which were there already), and the folder when it made it and nothing else is in it."""
+    import contextlib
+    import shutil
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir() or (run_dir / STATE).exists():
+        return
+    for name in set(RUN_FILES) - before:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if created:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only when empty
 
 
 def weights_for_inference(run_dir: str | os.PathLike) -> Path:

@@ -17,9 +17,10 @@ LAYERS = [
     ["genolin.model"],
     ["genolin.config"],
     ["genolin.tasks", "genolin.peaks"],
-    ["genolin.checkpoint", "genolin.device", "genolin.memory"],
+    ["genolin.checkpoint", "genolin.device", "genolin.memory", "genolin.averaging", "genolin.schedule"],
     ["genolin.inference"],
-    ["genolin.train", "genolin.evaluate", "genolin.predict", "genolin.bench", "genolin.explain", "genolin.motifs"],
+    ["genolin.train", "genolin.selection", "genolin.evaluate", "genolin.predict", "genolin.bench", "genolin.explain",
+     "genolin.motifs"],
     ["genolin.cli", "genolin.__main__"],
 ]
 

@@ -600,10 +600,10 @@ def test_training_must_beat_the_starting_model_by_one_standard_error():
     resumed from before the rule) compare plainly."""
     from types import SimpleNamespace
 
-    from genolin.train import Trainer
+    from genolin.selection import ModelSelection
 
     def improves(state, score):
-        return Trainer._improves(SimpleNamespace(state=state), None if score is None else {"score": score})
+        return ModelSelection.improves(SimpleNamespace(state=state), None if score is None else {"score": score})
 
     start = {"best": 0.47, "best_epoch": 0, "start_margin": 0.079}
     assert not improves(start, 0.533) and not improves(start, 0.545) and improves(start, 0.55)

@@ -1,0 +1,94 @@
+"""The training schedule: its length in optimizer steps, the learning rate of each step and the stop rules.
+
+Linear warm-up to ``lr`` over ``warmup_steps`` optimizer steps, then cosine decay to ``lr * min_lr_ratio`` at the
+last step (epochs x steps per epoch, or ``steps``; ``max_steps`` ends it earlier). Under a time budget
+(``max_minutes``) the cosine follows the clock instead once the steps would not end in time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from genolin.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+def lr_at(step: int, total: int, cfg: TrainConfig, min_progress: float = 0.0) -> float:
+    """Linear warm-up to cfg.lr, then cosine decay to cfg.lr * min_lr_ratio when progress reaches 1: progress is
+    the fraction of the post-warm-up steps done of ``total``, or ``min_progress`` (of a time budget) if larger."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = max(min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps)), min(1.0, min_progress))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+class Schedule:
+    """The schedule of a run that starts (or resumes) at ``state``: the trainer state whose "step" the loop counts
+    and whose "progress" (the clock's share of the schedule, kept for --resume) this updates."""
+
+    def __init__(self, cfg: TrainConfig, state: dict):
+        self.cfg, self.state = cfg, state
+        self.total = 1  # the schedule's length in optimizer steps, set by start
+        self.t_start: float | None = None  # time.monotonic() when the loop starts, set by start
+        self.progress_at_start = state["progress"]  # the schedule's progress when this run started
+        self.step_at_start, self.by_clock = state["step"], False
+
+    def start(self, batches_per_epoch: int) -> int:
+        """Sets the schedule's length and starts its clock -> the epochs to run: ``steps`` if set, else epochs x
+        steps per epoch (``batches_per_epoch`` micro-batches each, in groups of ``grad_accum``)."""
+        cfg = self.cfg
+        per_epoch = max(1, -(-batches_per_epoch // cfg.grad_accum))
+        total = cfg.steps if cfg.steps is not None else cfg.epochs * per_epoch
+        epochs = -(-cfg.steps // per_epoch) if cfg.steps is not None else cfg.epochs
+        self.total = min(total, cfg.max_steps) if cfg.max_steps is not None else total
+        self.t_start = time.monotonic()
+        return epochs
+
+    def progress(self) -> float:
+        """How far the schedule is, 0 to 1: by steps, or by the clock under a time budget when that is further."""
+        return min(1.0, max(self.state["step"] / max(1, self.total), self.state["progress"]))
+
+    def next_lr(self) -> float:
+        """The learning rate of the next optimizer step (the clock's progress brought up to date first)."""
+        st = self.state
+        st["progress"] = max(st["progress"], self.clock_progress())
+        return lr_at(st["step"], self.total, self.cfg, st["progress"])
+
+    def last_lr(self) -> float:
+        """The learning rate of the last optimizer step."""
+        return lr_at(max(self.state["step"] - 1, 0), self.total, self.cfg, self.state["progress"])
+
+    def clock_progress(self) -> float:
+        """The schedule's progress by the clock under a time budget (max_minutes), 0 while the steps are on pace
+        to finish in time (then the schedule is by steps alone, deterministic). Once, after 20 steps, the pace says
+        they would not, the clock takes over for the rest of the run: progress runs from where this run started to
+        1 at its deadline."""
+        cfg = self.cfg
+        if cfg.max_minutes is None:
+            return 0.0
+        budget, elapsed = cfg.max_minutes * 60, time.monotonic() - self.t_start
+        if not self.by_clock:
+            done = self.state["step"] - self.step_at_start
+            if done < 20 or elapsed + elapsed / done * (self.total - self.state["step"]) <= budget:
+                return 0.0
+            self.by_clock = True
+            log.info("at this pace the %d steps would not end within %s min: the schedule follows the clock",
+                     self.total, cfg.max_minutes)
+        p0 = self.progress_at_start
+        return p0 + (1 - p0) * elapsed / budget
+
+    def stop_reason(self) -> str | None:
+        """The stop rule that ends the run here (max_steps, max_minutes), if any."""
+        cfg = self.cfg
+        if cfg.max_steps is not None and self.state["step"] >= cfg.max_steps:
+            return f"max_steps {cfg.max_steps}"
+        if cfg.max_minutes is not None and time.monotonic() - self.t_start > cfg.max_minutes * 60:
+            return f"max_minutes {cfg.max_minutes}"
+        return None
+
+    def done(self) -> bool:
+        """Whether the schedule's ``steps`` are all done."""
+        return self.cfg.steps is not None and self.state["step"] >= self.cfg.steps
