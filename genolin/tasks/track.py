@@ -372,6 +372,40 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
             for name, v in parts.items()}
 
 
+def cell(v, fmt: str = ".4f") -> str:
+    """A report table's cell: ``v`` formatted, or "n/a"."""
+    return "n/a" if v is None else format(v, fmt)
+
+
+def trained_bp(train_contigs: list | None, data: TrackData) -> dict[str, int]:
+    """Contig key -> bases from its start that a run trained on (``train_contigs``: (name, length, end) of its
+    config), for the contigs of ``data`` it trained on (known by name and length)."""
+    if not train_contigs:
+        return {}
+    ends = {(name, length): end for name, length, end in train_contigs}
+    return {c: ends[(data.contig_name(c), n)] for c, n in data.lengths.items() if (data.contig_name(c), n) in ends}
+
+
+def scope_note(train_contigs: list | None, data: TrackData, trained: dict[str, int], regions: list[Region],
+               held_out: bool | None) -> str:
+    """What was scored of the genomes a run trained on, in a sentence, also logged; "" without overlap."""
+    if train_contigs is None and held_out is None:
+        log.info("this run does not record the contigs it trained on: scoring every bin (--held-out: the end "
+                 "of each contig that training holds out)")
+    overlap = {c: sum(max(0, min(b, trained[c]) - a) for r, a, b in regions if r == c) for c in trained}
+    if held_out is None and trained:
+        note = (f"this run trained on {_contig_list(data, trained)}: scored of them only the "
+                f"{sum(data.lengths[c] - e for c, e in trained.items()):,} bp that training held out "
+                f"(--whole-genome scores every bin, training part included)")
+    elif any(overlap.values()):
+        note = (f"this run trained on {sum(overlap.values()):,} of the scored bp ({_contig_list(data, overlap)}): "
+                f"metrics there are no test (evaluate's default scores only what training held out)")
+    else:
+        return ""
+    log.warning("%s", note)
+    return note
+
+
 class TrackTask(Task):
     name = "track"
     strands = STRANDS
@@ -461,7 +495,7 @@ class TrackTask(Task):
         if not (inputs.fasta and inputs.tss) or inputs.csv:
             raise InputError(None, "a track model is evaluated on --fasta GENOME --tss TSS.bed")
         data = TrackData.load(inputs.fasta, inputs.tss, self.cfg)
-        trained = self._trained_bp(data)
+        trained = trained_bp(self.train_contigs, data)
         if held_out is None:
             regions = [(c, max(a, trained.get(c, 0)), b) for c, a, b in data.whole() if trained.get(c, 0) < b]
         else:
@@ -469,34 +503,7 @@ class TrackTask(Task):
         if not regions:
             why = "no held-out bins" if held_out else "this run trained on every base of these genomes"
             raise InputError(None, f"nothing to evaluate: {why} (--whole-genome scores them anyway)")
-        return GenomeRegions(data, regions, self._scope_note(data, trained, regions, held_out))
-
-    def _trained_bp(self, data: TrackData) -> dict[str, int]:
-        """Contig key -> bases from its start that this run trained on, for the contigs of ``data`` it trained on
-        (known by name and length)."""
-        if not self.train_contigs:
-            return {}
-        ends = {(name, length): end for name, length, end in self.train_contigs}
-        return {c: ends[(data.contig_name(c), n)] for c, n in data.lengths.items() if (data.contig_name(c), n) in ends}
-
-    def _scope_note(self, data: TrackData, trained: dict[str, int], regions: list[Region],
-                    held_out: bool | None) -> str:
-        """What was scored of the genomes this run trained on, in a sentence, also logged; "" without overlap."""
-        if self.train_contigs is None and held_out is None:
-            log.info("this run does not record the contigs it trained on: scoring every bin (--held-out: the end "
-                     "of each contig that training holds out)")
-        overlap = {c: sum(max(0, min(b, trained[c]) - a) for r, a, b in regions if r == c) for c in trained}
-        if held_out is None and trained:
-            note = (f"this run trained on {_contig_list(data, trained)}: scored of them only the "
-                    f"{sum(data.lengths[c] - e for c, e in trained.items()):,} bp that training held out "
-                    f"(--whole-genome scores every bin, training part included)")
-        elif any(overlap.values()):
-            note = (f"this run trained on {sum(overlap.values()):,} of the scored bp ({_contig_list(data, overlap)}): "
-                    f"metrics there are no test (evaluate's default scores only what training held out)")
-        else:
-            return ""
-        log.warning("%s", note)
-        return note
+        return GenomeRegions(data, regions, scope_note(self.train_contigs, data, trained, regions, held_out))
 
     def evaluate(self, predictor, eval_set: GenomeRegions, *, rc_average: bool = False, threshold: float | None = None,
                  min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, dict]:
@@ -529,9 +536,6 @@ class TrackTask(Task):
         return {name: (g.y.reshape(-1), g.p.reshape(-1)) for name, g in scores.items()}
 
     def report_lines(self, metrics: dict) -> list[str]:
-        def cell(v, fmt=".4f"):
-            return "n/a" if v is None else format(v, fmt)
-
         lines = [f"Bins of {metrics['bin_bp']} bp per strand (a bin is positive when a TSS of its strand is in it; "
                  f"its score is the highest probability inside); calls at threshold {metrics['calls']['threshold']}, "
                  f"matched to TSSs of their strand within 20 and 100 bp."
