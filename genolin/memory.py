@@ -77,7 +77,8 @@ def inference_bytes(cfg: EncoderConfig, tokens: int, n_params: int, *, stream: b
     few (tokens, d) buffers; the mixer's activations of one layer at a time, over chunks of ``chunk_tokens`` when
     the pass streams (linear-time mixers on inputs longer than a chunk)."""
     layer = layer_elements(cfg) - MLP_ACTIVATION_D * cfg.d_model / 2  # no dropout masks or saved inputs
-    rows_tokens = min(tokens // cfg.stem_pool, cfg.chunk_tokens) if stream else tokens // cfg.stem_pool
+    block_tokens = tokens // cfg.stem_pool  # what the blocks see after a pooled stem
+    rows_tokens = min(block_tokens, cfg.chunk_tokens) if stream else block_tokens
     per_token = (EXTRA_D + 4) * cfg.d_model * 4
     return int(HEADROOM * (n_params * 4 + per_token * tokens
                            + layer * 4 * (AMP_FACTOR if amp else 1.0) * rows_tokens))
