@@ -84,25 +84,34 @@ from genolin.inference import load_run
 from genolin.io.labelled import read_sequences
 from genolin.tasks.sequence import SequenceData
 run_dir, path, device = sys.argv[1:4]
+
+
+def timed(run, rc):
+    # (warm-up seconds, seconds) of sequence_probs over every sequence, the second call timed after the first
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        run.predictor.sequence_probs(data, rc_average=rc)
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 t0 = time.perf_counter()
 run = load_run(run_dir, device, shift_views=None)  # None: the views `genolin predict` uses by default
 load_s = time.perf_counter() - t0
 data = SequenceData(read_sequences(path), k=run.config.train.k, stride=run.config.train.stride)
 rc = run.rc_average(None)
 cuda = run.predictor.device.type == "cuda"
-t0 = time.perf_counter()
-run.predictor.sequence_probs(data, rc_average=rc)
 if cuda:
-    torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-warmup_s = time.perf_counter() - t0
-t0 = time.perf_counter()
-run.predictor.sequence_probs(data, rc_average=rc)
-if cuda:
-    torch.cuda.synchronize()
-seconds = time.perf_counter() - t0
+warmup_s, seconds = timed(run, rc)
+gpu_peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
+one = load_run(run_dir, device, shift_views=0)  # one view: the sequences as given
+_, one_s = timed(one, False)
 print(json.dumps({"n": len(data), "load_s": load_s, "warmup_s": warmup_s, "predict_s": seconds, "rc_average": rc,
-                  "gpu_peak_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}))
+                  "one_view_s": one_s, "gpu_peak_gib": gpu_peak}))
 """
 
 
@@ -399,8 +408,9 @@ def speed_row(args, length: int, n: int, work: Path) -> dict:
     if run.exists():  # timings are measured afresh every time
         shutil.rmtree(run)
     row = {"length": length, "n": n, "format": args.speed_format}
+    # whole sequences (no centre crops): the cost of a step at the full length
     train = run_child([*GENOLIN, "train", *train_data, "--out", str(run), "--epochs", "2", "--device", args.device,
-                       *common_options(args)], work / f"{run.name}.train.log", args.timeout)
+                       *common_options(args), "--set", "crop_min_bp=0"], work / f"{run.name}.train.log", args.timeout)
     row.update(run_settings(run), train_wall_s=train["wall_s"], train_peak_rss_gib=train["peak_rss_gib"])
     epochs = epoch_records(run)
     row["epochs"] = epochs
@@ -426,7 +436,7 @@ def speed_row(args, length: int, n: int, work: Path) -> dict:
     row.update(inprocess_predict_s=inner["predict_s"], inprocess_seq_per_s=n / inner["predict_s"],
                inprocess_load_s=inner["load_s"], inprocess_warmup_s=inner["warmup_s"],
                inprocess_peak_gpu_gib=inner["gpu_peak_gib"], inprocess_peak_rss_gib=child["peak_rss_gib"],
-               rc_average=inner["rc_average"])
+               rc_average=inner["rc_average"], inprocess_one_view_seq_per_s=n / inner["one_view_s"])
     return row
 
 
@@ -549,16 +559,18 @@ def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], basel
                          f"{fmt(100 * mean_of(b['test_auroc'] for b in bl) if bl else None)} |")
     if speed:
         lines += ["", "## Speed and memory on random sequences", "",
-                  "Training: `genolin train --epochs 2` on N random sequences (validated on the same): the second "
+                  "Training: `genolin train --epochs 2 --set crop_min_bp=0` (whole sequences) on N random sequences "
+                  "(validated on the same): the second "
                   "epoch's sequences/s (its training seconds, without validation) and the trainer's peak memory "
                   "(CUDA tensors on a GPU, peak RSS on CPU); RSS columns: a process's peak resident memory (wait4). "
                   "Inference, with the views `genolin predict` uses by default (both strands and shifts for runs "
                   "trained with reverse complements): `genolin predict` wall time including start-up, and in-process "
-                  "`sequence_probs` after a warm-up (peak GPU memory: torch.cuda.max_memory_allocated).", "",
+                  "`sequence_probs` after a warm-up (peak GPU memory: torch.cuda.max_memory_allocated), and the same with "
+                  "one view (the sequences as given).", "",
                   "| L (bp) | N | model | train seq/s | train s/seq | train tokens/s | train peak memory GiB | "
                   "train peak RSS GiB | predict wall s | predict seq/s | predict peak RSS GiB | in-process s/seq | "
-                  "in-process peak GPU GiB | in-process peak RSS GiB | failure |",
-                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  "in-process one view seq/s | in-process peak GPU GiB | in-process peak RSS GiB | failure |",
+                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         for s in speed:
             per_seq = 1 / s["train_seq_per_s"] if s.get("train_seq_per_s") else None
             inner = 1 / s["inprocess_seq_per_s"] if s.get("inprocess_seq_per_s") else None
@@ -567,6 +579,7 @@ def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], basel
                          f"{fmt(s.get('train_peak_memory_gib'))} | {fmt(s.get('train_peak_rss_gib'))} | "
                          f"{fmt(s.get('predict_wall_s'), '.1f')} | {fmt(s.get('predict_seq_per_s'), '.3f')} | "
                          f"{fmt(s.get('predict_peak_rss_gib'))} | {fmt(inner, '.3f')} | "
+                         f"{fmt(s.get('inprocess_one_view_seq_per_s'), '.1f')} | "
                          f"{fmt(s.get('inprocess_peak_gpu_gib'))} | {fmt(s.get('inprocess_peak_rss_gib'))} | "
                          f"{short(s.get('error', '')).replace('|', '/')} |")
     lines += ["", "## Design document 000", "",

@@ -71,10 +71,11 @@ class TrainConfig:
     # sequence task: each A/C/G/T of a training sequence replaced, with this probability, by one of the four drawn
     # at random (itself a quarter of the time): EvoAug-style substitutions; 0: off
     mutate_prob: float = 0.0
-    # sequence task: each training sequence cropped around its centre to a length drawn log-uniformly from
-    # crop_min_bp to L ** u_max * crop_min_bp ** (1 - u_max), L its length and u_max rising from 0 to 1 over the
-    # first crop_growth of the schedule (0: crops of any length from the start): the network sees the centre
-    # before the context, and the context varies, so a long window is not a fingerprint to learn; 0: off
+    # sequence task: the sequences of each training batch cropped around their centres to one length drawn
+    # log-uniformly from crop_min_bp to L ** u_max * crop_min_bp ** (1 - u_max), L the batch's longest and u_max
+    # rising from 0 to 1 over the first crop_growth of the schedule (0: crops of any length from the start): a
+    # curriculum from the centre outwards, so a long-window model finds the local signal first; 0: off (the
+    # long-sequence recipe turns it on for inputs of LONG_CROP_BP and more)
     crop_min_bp: int = 0
     crop_growth: float = 0.5
     # sequence task: cross-entropy against targets with this much of the mass spread evenly over the classes
@@ -151,6 +152,8 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 LONG_SEQUENCE_BP = 1024
 LONG_TOKENS = 32_768
 CHECKPOINT_TOKENS = 65_536
+LONG_CROP_BP = 32_768  # inputs this long train with centre crops from CROP_MIN_BP (docs/benchmarks.md)
+CROP_MIN_BP = 1_000
 LONG_HEAD = dict(pooling="attention", pool_position_bins=128, stem_kernel=15, kmer_logits=0)
 
 
@@ -362,8 +365,8 @@ def _fit_recipe(values: dict, user: dict, longest_bp: int | None) -> None:
     """The long-sequence recipe's choices that follow the user's settings (in place on the flat ``values``), each
     unless the user set it: k-mer tokens (k > 1) take the grouping as their stride (at most k: every base in some
     token) and no pooled stem; no pooled stem without a stem wide enough, or with masked-token training (its
-    targets are per token); whole-block recompute above CHECKPOINT_TOKENS tokens after the stem; no position bins
-    under mean pooling."""
+    targets are per token); whole-block recompute above CHECKPOINT_TOKENS tokens after the stem; centre crops
+    from CROP_MIN_BP for inputs of LONG_CROP_BP and more; no position bins under mean pooling."""
     pool = values.get("model.stem_pool", 1)
     if values["k"] > 1 and "model.stem_pool" not in user:
         if "stride" not in user:
@@ -377,6 +380,8 @@ def _fit_recipe(values: dict, user: dict, longest_bp: int | None) -> None:
     tokens = -(-longest_bp // (values.get("stride", 1) * values.get("model.stem_pool", 1)))
     if "model.checkpointing" not in user and tokens > CHECKPOINT_TOKENS:
         values["model.checkpointing"] = True
+    if "crop_min_bp" not in user and longest_bp >= LONG_CROP_BP:
+        values["crop_min_bp"] = CROP_MIN_BP
     if values.get("model.pooling") == "mean" and "model.pool_position_bins" not in user:
         values["model.pool_position_bins"] = 0
 
@@ -426,6 +431,9 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         log.info("inputs of up to %s bp (over %s): the long-sequence recipe (%s, %s mixer, %s pooling%s)",
                  f"{longest_bp:,}", f"{LONG_SEQUENCE_BP:,}", describe_tokens(cfg), cfg.model.mixer, cfg.model.pooling,
                  ", blocks recomputed in backward" if cfg.model.checkpointing else "")
+        if cfg.crop_min_bp:
+            log.info("training batches cropped around their centres, from %s bp growing to the whole over the "
+                     "first %g of the schedule (crop_min_bp, crop_growth)", f"{cfg.crop_min_bp:,}", cfg.crop_growth)
     if task == "sequence" and longest_bp is not None and cfg.model.mixer in LENGTH_LIMITED_MIXERS:
         tokens = max(1, -(-(longest_bp - cfg.k + 1) // cfg.stride))
         if tokens > LENGTH_LIMITED_MAX_TOKENS:

@@ -15,11 +15,12 @@ from conftest import ECOLI_BGZ, GUE_TATA
 
 from genolin import memory
 from genolin.cli import cli
-from genolin.config import LONG_SEQUENCE_BP, long_stride, make_config
+from genolin.config import CROP_MIN_BP, LONG_CROP_BP, LONG_SEQUENCE_BP, long_stride, make_config
 from genolin.errors import InputError
 from genolin.io.fasta import read_fasta
-from genolin.io.labelled import load_labelled, longest_sequence_bp, read_sequences
+from genolin.io.labelled import LabelledSet, load_labelled, longest_sequence_bp, read_sequences
 from genolin.model import POOL_POSITION_SCALE, Encoder, EncoderConfig, pool_groups, pool_mask
+from genolin.tasks.sequence import SequenceData, crop_length
 
 RNG = np.random.default_rng(0)
 
@@ -128,6 +129,42 @@ def test_short_sets_keep_the_measured_recipe_and_long_ones_get_a_pooled_stem_and
     assert fine.model.checkpointing  # 200,000 tokens at the user's grouping: blocks recomputed
     assert not make_config("sequence", preset, {"stem_pool": 1, "checkpointing": False},
                            longest_bp=200_000).model.checkpointing
+
+
+def test_long_inputs_train_with_centre_crops_unless_the_user_says_otherwise():
+    assert make_config("sequence", "small", longest_bp=LONG_CROP_BP).crop_min_bp == CROP_MIN_BP
+    assert make_config("sequence", "small", longest_bp=LONG_CROP_BP - 1).crop_min_bp == 0
+    assert make_config("sequence", "small", {"crop_min_bp": 0}, longest_bp=100_000).crop_min_bp == 0
+    assert make_config("sequence", "small", {"crop_min_bp": 5000}, longest_bp=100_000).crop_min_bp == 5000
+
+
+def test_crop_lengths_grow_from_the_minimum_to_the_whole_in_whole_quanta():
+    rng = np.random.default_rng(0)
+    assert crop_length(900, 1000, 1.0, 512, rng) == 900  # no longer than the minimum: whole
+    assert {crop_length(100_000, 1000, 0.0, 512, rng) for _ in range(5)} == {1024}  # u_max 0: the minimum
+    sizes = [crop_length(100_000, 1000, 1.0, 512, rng) for _ in range(2000)]
+    assert all(s % 512 == 0 or s == 100_000 for s in sizes) and min(sizes) >= 1000 and max(sizes) <= 100_000
+    # log-uniform: about half the draws below the geometric mean of the bounds (10 kb)
+    assert 0.4 < np.mean(np.array(sizes) < 10_000) < 0.6
+    half = [crop_length(100_000, 1000, 0.5, 512, rng) for _ in range(500)]
+    assert max(half) <= 10_240  # u_max 0.5: at most the geometric mean, rounded up
+
+
+def test_a_cropped_batch_holds_the_centres_of_its_sequences_at_one_length():
+    rng = np.random.default_rng(1)
+    seqs = [rng.choice(np.frombuffer(b"ACGT", np.uint8), n).tobytes() for n in (6001, 6000, 2500)]
+    data = SequenceData(LabelledSet(["a", "b", "c"], seqs, np.array([0, 1, 0]), ["0", "1"]), k=1, stride=1)
+    whole = data.collate([0, 1, 2], None)
+    assert whole.ids.shape == (3, 6001)
+    for seed in range(20):
+        batch = data.collate([0, 1, 2], np.random.default_rng(seed), crop=(1000, 1.0, 512))
+        size = int(batch.mask[0].sum())
+        assert size == batch.ids.shape[1] and (size % 512 == 0 or size == 6001) and size >= 1000
+        for row, n in enumerate((6001, 6000, 2500)):
+            kept = min(size, n)
+            start = (n - kept) // 2
+            assert int(batch.mask[row].sum()) == kept
+            assert torch.equal(batch.ids[row, :kept], whole.ids[row, start:start + kept])  # the centre, in order
 
 
 def test_k_mer_tokens_with_the_default_preset_leave_the_bag_of_k_mers_term_out(caplog):
