@@ -565,8 +565,8 @@ def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], basel
                   "(CUDA tensors on a GPU, peak RSS on CPU); RSS columns: a process's peak resident memory (wait4). "
                   "Inference, with the views `genolin predict` uses by default (both strands and shifts for runs "
                   "trained with reverse complements): `genolin predict` wall time including start-up, and in-process "
-                  "`sequence_probs` after a warm-up (peak GPU memory: torch.cuda.max_memory_allocated), and the same with "
-                  "one view (the sequences as given).", "",
+                  "`sequence_probs` after a warm-up (peak GPU memory: torch.cuda.max_memory_allocated), and the "
+                  "same with one view (the sequences as given).", "",
                   "| L (bp) | N | model | train seq/s | train s/seq | train tokens/s | train peak memory GiB | "
                   "train peak RSS GiB | predict wall s | predict seq/s | predict peak RSS GiB | in-process s/seq | "
                   "in-process one view seq/s | in-process peak GPU GiB | in-process peak RSS GiB | failure |",

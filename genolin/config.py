@@ -71,11 +71,11 @@ class TrainConfig:
     # sequence task: each A/C/G/T of a training sequence replaced, with this probability, by one of the four drawn
     # at random (itself a quarter of the time): EvoAug-style substitutions; 0: off
     mutate_prob: float = 0.0
-    # sequence task: the sequences of each training batch cropped around their centres to one length drawn
-    # log-uniformly from crop_min_bp to L ** u_max * crop_min_bp ** (1 - u_max), L the batch's longest and u_max
-    # rising from 0 to 1 over the first crop_growth of the schedule (0: crops of any length from the start): a
-    # curriculum from the centre outwards, so a long-window model finds the local signal first; 0: off (the
-    # long-sequence recipe turns it on for inputs of LONG_CROP_BP and more)
+    # sequence task: each training sequence cropped around its centre to a length drawn log-uniformly from
+    # crop_min_bp to L ** u_max * crop_min_bp ** (1 - u_max), L its length and u_max rising from 0 to 1 over the
+    # first crop_growth of the schedule (0: crops of any length from the start): a curriculum from the centre
+    # outwards, so a long-window model finds the local signal first; 0: off (the long-sequence recipe turns it on
+    # for inputs of LONG_CROP_BP and more)
     crop_min_bp: int = 0
     crop_growth: float = 0.5
     # sequence task: cross-entropy against targets with this much of the mass spread evenly over the classes

@@ -107,36 +107,32 @@ class SequenceData:
 
     def collate(self, indices: list[int], rng: np.random.Generator | None = None, *, rc_prob: float = 0.0,
                 max_shift: int = 0, rc: bool = False, shift: int = 0, mutate_prob: float = 0.0,
-                crop: tuple[int, float, int] | None = None) -> Batch:
+                crop: tuple[int, float] | None = None) -> Batch:
         """Tokens of ``indices``: all reverse-complemented with ``rc`` and ``shift`` leading bases dropped; with
-        ``rng``, each at random (rc_prob, shifts up to max_shift bases, bases substituted with mutate_prob), and
-        with ``crop`` (min_bp, u_max, quantum) all cropped around their centres to one length (``crop_length``
-        of the batch's longest sequence; a shorter sequence stays whole): no padding where the batch's sequences
-        are of one length, and few distinct shapes for the kernels."""
+        ``rng``, each at random (rc_prob, shifts up to max_shift bases, bases substituted with mutate_prob, and
+        with ``crop`` (min_bp, u_max) cropped around its centre to a length of its own, ``crop_length``). Lengths
+        differ within a batch: measured better on held-out genomes than one length per batch, though the padding
+        makes a step slower (docs/benchmarks.md, "Centre crops")."""
         arrays = []
         mutate = (rng, mutate_prob) if rng is not None and mutate_prob > 0 else None
-        size = None
-        if rng is not None and crop is not None:
-            size = crop_length(max(len(self.dataset.seqs[i]) for i in indices), *crop, rng)
         for i in indices:
             flip = rc or (rng is not None and rc_prob > 0 and rng.random() < rc_prob)
             drop = shift + (int(rng.integers(0, max_shift + 1)) if rng is not None and max_shift > 0 else 0)
             n = len(self.dataset.seqs[i])
-            window = ((n - size) // 2, size) if size is not None and size < n else None
+            size = crop_length(n, *crop, rng) if rng is not None and crop is not None else n
+            window = ((n - size) // 2, size) if size < n else None
             arrays.append(self.tokens_of(i, rc=flip, shift=drop, mutate=mutate, crop=window))
         ids, mask = pad_tokens(arrays)
         return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
 
 
-def crop_length(length: int, min_bp: int, u_max: float, quantum: int, rng: np.random.Generator) -> int:
-    """A crop length for sequences of up to ``length`` bp: length ** u * min_bp ** (1 - u), u uniform on
-    [0, u_max], rounded up to a multiple of ``quantum`` bases (at most ``length``; ``length`` itself when it is no
-    longer than min_bp)."""
+def crop_length(length: int, min_bp: int, u_max: float, rng: np.random.Generator) -> int:
+    """A crop length for a ``length``-bp sequence: length ** u * min_bp ** (1 - u), u uniform on [0, u_max];
+    ``length`` itself when it is no longer than min_bp."""
     if length <= min_bp:
         return length
     u = rng.uniform(0.0, u_max) if u_max > 0 else 0.0
-    size = math.exp(u * math.log(length) + (1 - u) * math.log(min_bp))
-    return min(length, -(-int(round(size)) // quantum) * quantum)
+    return min(length, int(round(math.exp(u * math.log(length) + (1 - u) * math.log(min_bp)))))
 
 
 _ACGT = np.frombuffer(BASES.encode(), dtype=np.uint8)
@@ -333,9 +329,8 @@ class SequenceTask(Task):
     def collate(self, items: list[int], rng: np.random.Generator | None, progress: float = 1.0) -> Batch:
         cfg = self.cfg
         crop = None
-        if cfg.crop_min_bp > 0:  # crops whole local windows of whole stem groups of whole tokens
-            quantum = cfg.stride * cfg.model.stem_pool * cfg.model.local_window_tokens
-            crop = (cfg.crop_min_bp, min(1.0, progress / cfg.crop_growth) if cfg.crop_growth > 0 else 1.0, quantum)
+        if cfg.crop_min_bp > 0:
+            crop = (cfg.crop_min_bp, min(1.0, progress / cfg.crop_growth) if cfg.crop_growth > 0 else 1.0)
         return self.train.collate(items, rng, rc_prob=cfg.rc_prob, max_shift=cfg.max_shift_bp,
                                   mutate_prob=cfg.mutate_prob, crop=crop)
 
