@@ -322,7 +322,8 @@ def describe_model(cfg: TrainConfig) -> str:
         kmer = f"bag-of-k-mers term k = 1..{m.kmer_logits}"
     else:
         kmer = "no bag-of-k-mers term" + (" (it needs single-base tokens, k = 1)" if cfg.k > 1 else "")
-    return f"{blocks}{', recomputed in backward' if m.checkpointing else ''}; {head}; {kmer}"
+    crops = f"; training crops from {cfg.crop_min_bp:,} bp around the centre" if cfg.crop_min_bp else ""
+    return f"{blocks}{', recomputed in backward' if m.checkpointing else ''}; {head}; {kmer}{crops}"
 
 
 def train(cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, device: str = "auto",

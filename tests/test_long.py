@@ -471,6 +471,17 @@ def test_long_sequences_train_by_default_and_predict_longer_ones(tmp_path, long_
     assert not (tmp_path / "z.tsv").exists()
 
 
+def test_centre_crops_train_and_say_so(tmp_path, long_set):
+    out = tmp_path / "run"
+    r = run("train", "--csv", long_set / "train.csv", "--val-csv", long_set / "val.csv", "--out", out, "--epochs", 2,
+            "--set", "crop_min_bp=1000", "--set", "crop_growth=0.5")
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "config.json").read_text())["train"]["crop_min_bp"] == 1000
+    assert "training crops from 1,000 bp around the centre" in (out / "train.log").read_text()
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any(rec.get("epoch") == 2 and rec.get("train_loss") is not None for rec in records)
+
+
 def test_k_mer_tokens_with_the_default_preset_train_on_short_sets(tmp_path):
     lines = (GUE_TATA / "train.csv").read_text().splitlines()
     (tmp_path / "t.csv").write_text("\n".join(lines[:101]) + "\n")
