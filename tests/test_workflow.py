@@ -82,6 +82,8 @@ def test_demo_end_to_end(tmp_path):
     results = work / "results"
     seq = json.loads((results / "eval" / "gue_tata" / "test" / "metrics.json").read_text())
     assert seq["n"] == 613 and seq["auroc"] > 0.6  # a trained classifier, better than chance
+    state = json.loads((results / "models" / "gue_tata" / "trainer_state.json").read_text())
+    assert state["best_epoch"] > 0  # the network beat the k-mer regression it started from (epoch 0) on dev
     track = json.loads((results / "eval" / "ecoli_gene_starts" / "ecoli_k12" / "metrics.json").read_text())
     assert track["pooled"]["n"] == 2 * (-(-4_641_652 // 50) - 4_177_484 // 50)  # the held-out tenth, 50-bp bins
     from genolin.checkpoint import load_tensors
