@@ -11,9 +11,12 @@ What is explained is a log-odds score:
   of the strand-averaged probabilities, exactly as ``genolin predict --rc-average --shift-average 0`` computes
   them (no shift views: a shift would move the bases under the attributions);
 - track model: the prior-corrected log-odds of one bin (``bin_offset`` bins from the bin of the region's centre
-  base) on the region's strand (BED column 6; "." counts as +), the model run on the region's bases alone. A
-  region narrower than 2 x ``flank_bp`` + 1 (predict's peaks.bed calls are one bin wide) is widened to its centre
-  base +- ``flank_bp`` (clipped to its contig), as the workflow's explain does; the centre stays the explained one.
+  base) on the region's strand (BED column 6; "." counts as +). The model sees the region inside its genome
+  context, ``context_bp`` bases either side (default: enough for one training window, ``window_bp``, centred on
+  the region, as predict's windows see it; 0: the region's bases alone); only the region's bases are mutated and
+  attributed. A region narrower than 2 x ``flank_bp`` + 1 (predict's peaks.bed calls are one bin wide) is widened
+  to its centre base +- ``flank_bp`` (clipped to its contig), as the workflow's explain does; the centre stays the
+  explained one.
 
 Methods, every one an (L, 4) float32 array per sequence, columns A, C, G, T:
 - ``ism``: in-silico saturation mutagenesis, exact: entry (i, b) is the score of the sequence with base i replaced
@@ -68,6 +71,7 @@ class ExplainOptions:
     rc_average: bool = False  # sequence classifier: explain the strand-averaged probability
     bin_offset: int = 0  # track model: bins from the centre base's bin
     flank_bp: int = 100  # track model: regions narrower than 2 * flank_bp + 1 are widened to centre +- flank_bp
+    context_bp: int | None = None  # track model: unmutated bases either side (None: a training window in all)
     top: int = 5  # logos for this many top-scoring sequences
     motifs: bool = False  # TF-MoDISco on the attributions, motifs matched to known promoter elements
     shuffles: int = 20  # deepliftshap: dinucleotide-shuffled references per sequence
@@ -99,14 +103,16 @@ def class_log_odds(log_probs: np.ndarray, t: int) -> np.ndarray:
     return log_probs[:, t] - np.logaddexp.reduce(others, axis=1)
 
 
-def mutants(seq: bytes) -> tuple[list[bytes], np.ndarray]:
-    """Every single-base substitution of ``seq``: (the mutant sequences, (M, 2) their (position, base index))."""
+def mutants(seq: bytes, lo: int = 0, hi: int | None = None) -> tuple[list[bytes], np.ndarray]:
+    """Every single-base substitution of ``seq`` at positions lo..hi-1 (default: all): (the mutant sequences,
+    (M, 2) their (position - lo, base index))."""
+    hi = len(seq) if hi is None else hi
     ref = base_codes(seq)
-    where = [(i, b) for i in range(len(seq)) for b in range(4) if ref[i] != b]
+    where = [(i, b) for i in range(lo, hi) for b in range(4) if ref[i] != b]
     out = []
     for i, b in where:
         out.append(seq[:i] + BASES[b:b + 1] + seq[i + 1:])
-    return out, np.array(where, dtype=np.int64).reshape(-1, 2)
+    return out, np.array([(i - lo, b) for i, b in where], dtype=np.int64).reshape(-1, 2)
 
 
 def _scatter(effects: np.ndarray, where: np.ndarray, length: int) -> np.ndarray:
@@ -127,15 +133,18 @@ def sequence_scores(run, seqs: list[bytes], t: int, rc_average: bool) -> np.ndar
     return class_log_odds(run.predictor.sequence_log_probs(data, rc_average=rc_average), t)
 
 
-def _ism(seqs: list[bytes], score, batch: int, progress=None) -> tuple[list[np.ndarray], np.ndarray]:
+def _ism(seqs: list[bytes], score, batch: int, progress=None,
+         spans: list[tuple[int, int]] | None = None) -> tuple[list[np.ndarray], np.ndarray]:
     """Saturation mutagenesis: ``score(n, sequences)`` gives the (m,) log-odds of equal-length variants of sequence
-    n; returns ([(L, 4) mutant minus reference], (n,) reference log-odds)."""
+    n; returns ([(L, 4) mutant minus reference], (n,) reference log-odds), L the length of sequence n's span (lo,
+    hi) of mutated bases (default: all of it)."""
     out, refs = [], np.zeros(len(seqs))
     for n, seq in enumerate(seqs):
-        muts, where = mutants(seq)
+        lo, hi = spans[n] if spans is not None else (0, len(seq))
+        muts, where = mutants(seq, lo, hi)
         scores = np.concatenate([score(n, chunk) for chunk in _chunks([seq, *muts], batch)])
         refs[n] = scores[0]
-        out.append(_scatter(scores[1:] - scores[0], where, len(seq)))
+        out.append(_scatter(scores[1:] - scores[0], where, hi - lo))
         if progress is not None:
             progress.update(1)
     return out, refs
@@ -161,6 +170,17 @@ class Region:
     strand: str
     seq: bytes
     centre: int | None = None  # the index in seq of the base whose bin is explained; None: len(seq) // 2
+    window: bytes | None = None  # the bases the model sees: seq with its genome context (None: seq alone)
+    before: int = 0  # where seq starts in window
+
+    @property
+    def model_seq(self) -> bytes:
+        return self.seq if self.window is None else self.window
+
+    @property
+    def model_centre(self) -> int:
+        """The explained base's index in ``model_seq``."""
+        return self.before + (len(self.seq) // 2 if self.centre is None else self.centre)
 
     @property
     def channel(self) -> int:
@@ -190,11 +210,18 @@ def track_scores(run, seqs: list[bytes], b: int, channel: int) -> np.ndarray:
     return run.task.log_odds(out)[:, b, channel].double().cpu().numpy()
 
 
+def region_bins(run, regions: list[Region], offset: int) -> list[int]:
+    """The scored bin of each region, in the bins of the bases the model sees."""
+    return [region_bin(run, len(r.model_seq), offset, r.name, r.model_centre) for r in regions]
+
+
 def ism_regions(run, regions: list[Region], offset: int, batch: int = 1024, progress=None):
-    """Saturation mutagenesis of each region's scored bin: ([(L, 4) effects], (n,) reference log-odds)."""
-    bins = [region_bin(run, len(r.seq), offset, r.name, r.centre) for r in regions]
-    return _ism([r.seq for r in regions],
-                lambda n, chunk: track_scores(run, chunk, bins[n], regions[n].channel), batch, progress)
+    """Saturation mutagenesis of each region's bases (its context unmutated) on its scored bin: ([(L, 4)
+    effects], (n,) reference log-odds)."""
+    bins = region_bins(run, regions, offset)
+    return _ism([r.model_seq for r in regions],
+                lambda n, chunk: track_scores(run, chunk, bins[n], regions[n].channel), batch, progress,
+                spans=[(r.before, r.before + len(r.seq)) for r in regions])
 
 
 # -- the model as a function of one-hot bases (gradient methods) ----------------------------------------------
@@ -368,7 +395,8 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
         if options.rc_average or options.target:
             raise InputError(None, "--rc-average and --target are for sequence classifiers; a track model "
                                    "explains one bin (--bin) on the region's strand")
-        regions, lengths = read_regions(inputs.fasta[0], regions_bed, options.flank_bp)
+        whole = run.config.train.window_bp if options.context_bp is None else None  # one training window
+        regions, lengths = read_regions(inputs.fasta[0], regions_bed, options.flank_bp, options.context_bp or 0, whole)
         ids, seqs = [r.name for r in regions], [r.seq for r in regions]
     else:
         if regions_bed:
@@ -392,11 +420,13 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
             if options.method == "ism":
                 attrs, refs = ism_regions(run, regions, options.bin_offset, progress=bar)
             else:
-                bins = [region_bin(run, len(r.seq), options.bin_offset, r.name, r.centre) for r in regions]
+                bins = region_bins(run, regions, options.bin_offset)
                 channels = [r.channel for r in regions]
-                refs = np.array([track_scores(run, [r.seq], b, c)[0]
+                refs = np.array([track_scores(run, [r.model_seq], b, c)[0]
                                  for r, b, c in zip(regions, bins, channels, strict=True)])
-                attrs = gradient_attributions(run, seqs, options.method, "bin", bins, channels, options, bar)
+                attrs = gradient_attributions(run, [r.model_seq for r in regions], options.method, "bin", bins,
+                                              channels, options, bar)
+                attrs = [a[r.before:r.before + len(r.seq)] for a, r in zip(attrs, regions, strict=True)]
         elif options.method == "ism":
             attrs, refs = ism_sequences(run, seqs, t, options.rc_average, progress=bar)
         else:
@@ -451,9 +481,12 @@ def find_motifs(out: Path, seqs: list[bytes], attrs: list[np.ndarray], method: s
     return write_motifs(out, found)
 
 
-def read_regions(genome_path: str, bed: str, flank_bp: int = 0) -> tuple[list[Region], dict[str, int]]:
+def read_regions(genome_path: str, bed: str, flank_bp: int = 0, context_bp: int = 0,
+                 window_bp: int | None = None) -> tuple[list[Region], dict[str, int]]:
     """The BED's regions with their bases (names: BED column 4, else chrom:start-end(strand); unique), those
-    narrower than 2 x ``flank_bp`` + 1 widened to their centre base +- ``flank_bp``."""
+    narrower than 2 x ``flank_bp`` + 1 widened to their centre base +- ``flank_bp``; each inside ``context_bp``
+    bases of genome either side (``window_bp``: instead, enough either side for that many bases in all), clipped
+    to its contig."""
     from genolin.io.bed import read_bed
     from genolin.io.fasta import Genome
 
@@ -469,7 +502,11 @@ def read_regions(genome_path: str, bed: str, flank_bp: int = 0) -> tuple[list[Re
             at = start + (end - start) // 2
             start, end = max(0, at - flank_bp), min(genome.lengths[iv.chrom], at + flank_bp + 1)
             centre, widened = at - start, widened + 1
-        out.append(Region(name, iv.chrom, start, end, iv.strand, genome.fetch(iv.chrom, start, end), centre))
+        side = max(0, (window_bp - (end - start) + 1) // 2) if window_bp is not None else context_bp
+        lo, hi = max(0, start - side), min(genome.lengths[iv.chrom], end + side)
+        window = genome.fetch(iv.chrom, lo, hi)
+        out.append(Region(name, iv.chrom, start, end, iv.strand, window[start - lo:end - lo], centre,
+                          window if (lo, hi) != (start, end) else None, start - lo))
     if not out:
         raise InputError(bed, "no regions")
     if widened:

@@ -184,44 +184,63 @@ def track_run(tmp_path_factory):
     return d
 
 
-def test_track_regions_ism_bigwig_and_gradients(tmp_path, track_run):
+def _context(genome: bytes, lo: int, hi: int, context: str | None, window_bp: int = 2048) -> tuple[bytes, int]:
+    """(the bases the model sees, where the region starts in them), by explain's rule: --context C bases either
+    side, or by default one training window in all centred on the region; clipped to the contig."""
+    side = max(0, (window_bp - (hi - lo) + 1) // 2) if context is None else int(context)
+    wlo, whi = max(0, lo - side), min(len(genome), hi + side)
+    return genome[wlo:whi], lo - wlo
+
+
+@pytest.mark.parametrize("context", [None, "0", "50"])
+def test_track_regions_ism_bigwig_and_gradients(tmp_path, track_run, context):
+    """ISM of a region inside its genome context equals the model's score of each mutated context window (only
+    the region's bases mutated), on the bin of the region's centre + 2; bigWig and gradients cover the region."""
     import pyBigWig
 
     from genolin.explain import importance, region_bin
 
     d = track_run
     (tmp_path / "r.bed").write_text("chrA\t1000\t1301\tup\t0\t+\nchrA\t5000\t5257\t.\t0\t-\n")
+    extra = [] if context is None else ["--context", context]
     result = run("explain", "--model", d / "run", "--fasta", d / "g.fa", "--regions", tmp_path / "r.bed", "--method",
-                 "ism", "--bin", "2", "--device", "cpu", "--out", tmp_path / "ex")
+                 "ism", "--bin", "2", "--device", "cpu", "--out", tmp_path / "ex", *extra)
     assert result.exit_code == 0, result.output
     a = np.load(tmp_path / "ex" / "ism.npz")
     assert sorted(a.files) == ["chrA:5000-5257(-)", "up"]
     r = load_run(d / "run", "cpu")
     genome = (d / "g.fa").read_text().split("\n")[1].encode()
+    rows = {f[0]: f for f in (line.split("\t") for line in (tmp_path / "ex" / "scores.tsv").read_text().splitlines())}
     for name, lo, hi, channel in (("up", 1000, 1301, 0), ("chrA:5000-5257(-)", 5000, 5257, 1)):
         s = genome[lo:hi]
-        b = region_bin(r, len(s), 2, name)
-        ref = track_scores(r, [s], b, channel)[0]
+        window, before = _context(genome, lo, hi, context)
+        assert a[name].shape == (len(s), 4)
+        b = region_bin(r, len(window), 2, name, before + len(s) // 2)
+        ref = track_scores(r, [window], b, channel)[0]
+        assert float(rows[name][2]) == pytest.approx(ref, rel=1e-4, abs=1e-5)
         for i, base in ((0, 2), (len(s) // 2, 0), (len(s) - 1, 3)):
             if "ACGT"[base] == chr(s[i]):
                 continue
-            m = s[:i] + b"ACGT"[base:base + 1] + s[i + 1:]
+            j = before + i
+            m = window[:j] + b"ACGT"[base:base + 1] + window[j + 1:]
             assert abs(a[name][i, base] - (track_scores(r, [m], b, channel)[0] - ref)) < 1e-5
         wrapper = BasesToScore(r, "bin", b, channel)
-        got = wrapper(torch.from_numpy(one_hot(s).T.copy()).unsqueeze(0)).item()
+        got = wrapper(torch.from_numpy(one_hot(window).T.copy()).unsqueeze(0)).item()
         assert abs(got - ref) < 1e-4 * max(1.0, abs(ref))
         bw = pyBigWig.open(str(tmp_path / "ex" / "ism.bw"))
         np.testing.assert_allclose(bw.values("chrA", lo, hi), importance(a[name], s, "ism"), rtol=1e-6, atol=1e-7)
         bw.close()
     result = run("explain", "--model", d / "run", "--fasta", d / "g.fa", "--regions", tmp_path / "r.bed", "--method",
-                 "saliency", "--device", "cpu", "--top", "0", "--out", tmp_path / "sal")
+                 "saliency", "--device", "cpu", "--top", "0", "--out", tmp_path / "sal", *extra)
     assert result.exit_code == 0, result.output
-    assert np.isfinite(np.load(tmp_path / "sal" / "saliency.npz")["up"]).all()
+    sal = np.load(tmp_path / "sal" / "saliency.npz")
+    assert sal["up"].shape == (301, 4) and np.isfinite(sal["up"]).all()
 
 
 def test_predicted_peaks_are_explained_around_their_centres(tmp_path, track_run):
     """predict's peaks.bed (one-bin calls) as explain --regions: each call widened to its centre +- 100 bp
-    (clipped at the contig's start), the explained bin the call's own."""
+    (clipped at the contig's start) and seen inside a training window of context, the explained bin the call's
+    own."""
     from genolin.explain import region_bin
 
     d = track_run
@@ -246,9 +265,10 @@ def test_predicted_peaks_are_explained_around_their_centres(tmp_path, track_run)
         lo = max(0, at - 100)
         s = genome[lo:at + 101]
         assert a[name].shape == (len(s), 4) and int(rows[name][1]) == len(s)
-        b = region_bin(r, len(s), 0, name, at - lo)
-        assert b == (at - lo) // 4  # the bin of the call's centre base (stride 4)
-        ref = track_scores(r, [s], b, 1 if strand.strip() == "-" else 0)[0]
+        window, before = _context(genome, lo, at + 101, None)
+        b = region_bin(r, len(window), 0, name, before + at - lo)
+        assert b == (before + at - lo) // 4  # the bin of the call's centre base (stride 4)
+        ref = track_scores(r, [window], b, 1 if strand.strip() == "-" else 0)[0]
         assert float(rows[name][2]) == pytest.approx(ref, rel=1e-4, abs=1e-5)
     assert a["edge"].shape == (10 + 101, 4)
 

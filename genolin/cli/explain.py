@@ -24,8 +24,11 @@ import click
               help="Track model: the explained bin, in bins from the bin of the region's centre base.")
 @click.option("--flank", "flank_bp", type=click.IntRange(min=0), default=100,
               help="Track model: a region narrower than 2 x FLANK + 1 bp (as predict's peaks.bed calls, one bin "
-                   "wide) is widened to its centre base +- FLANK bp, clipped to its contig; the model sees only "
-                   "the region's bases. 0: regions as given.")
+                   "wide) is widened to its centre base +- FLANK bp, clipped to its contig. 0: regions as given.")
+@click.option("--context", "context_bp", type=click.IntRange(min=0), default=None,
+              help="Track model: the model sees the region with this many bases of its genome either side, left "
+                   "unmutated (default: one training window in all, centred on the region, as predict sees it; "
+                   "0: the region's bases alone).")
 @click.option("--top", type=click.IntRange(min=0), default=5, help="Sequence logos (PNG) of this many sequences "
                                                                     "with the highest log-odds.")
 @click.option("--motifs/--no-motifs", default=False,
@@ -37,8 +40,8 @@ import click
 @click.option("--out", required=True, metavar="DIR",
               help="Folder for METHOD.npz (one (L, 4) array per sequence, columns A C G T), scores.tsv, logos/ "
                    "and, for regions, METHOD.bw.")
-def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offset, flank_bp, top, motifs, shuffles,
-            seed, device, out) -> None:
+def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offset, flank_bp, context_bp, top, motifs,
+            shuffles, seed, device, out) -> None:
     """Explain predictions: which bases drive each sequence's score."""
     import logging
 
@@ -52,5 +55,6 @@ def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offs
     run = load_run(model_dir, device, bf16_weights=False)  # attributions: gradients of float32 weights
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
     options = ExplainOptions(method=method, target=target, rc_average=rc_average, bin_offset=bin_offset,
-                             flank_bp=flank_bp, top=top, motifs=motifs, shuffles=shuffles, seed=seed)
+                             flank_bp=flank_bp, context_bp=context_bp, top=top, motifs=motifs, shuffles=shuffles,
+                             seed=seed)
     logging.getLogger("genolin").info("%s", run_explain(run, inputs, out, options, regions_bed=regions))

@@ -1,6 +1,7 @@
 # Explanations: the top predicted promoters of every predicted genome (explain.top calls by score, +-flank_bp
-# around each, on the call's strand) through `genolin explain --method ism --motifs`: per-base ISM (npz, bigWig),
-# logos, and the TF-MoDISco motifs matched to known promoter elements, which the summary lists.
+# around each, on the call's strand, seen inside explain.context_bp of genome) through `genolin explain --method ism
+# --motifs`: per-base ISM (npz, bigWig), logos, and the TF-MoDISco motifs matched to known promoter elements,
+# which the summary lists.
 
 
 rule explain_top_promoters:
@@ -17,6 +18,8 @@ rule explain_top_promoters:
         top=lambda wildcards: config["explain"]["top"],
         flank=lambda wildcards: config["explain"]["flank_bp"],
         method=lambda wildcards: config["explain"]["method"],
+        context=lambda wildcards: ("" if config["explain"].get("context_bp") is None
+                                   else f"--context {config['explain']['context_bp']}"),
         out=lambda wildcards, output: os.path.dirname(output.motifs),
         device=config["device"],
     log:
@@ -29,7 +32,7 @@ rule explain_top_promoters:
         "{output.regions} > {log} 2>&1 && "
         "if [ -s {output.regions} ]; then "
         "genolin explain --model {input.model} --fasta {input.fasta} --regions {output.regions} "
-        "--method {params.method} --motifs --device {params.device} --out {params.out} >> {log} 2>&1; "
+        "--method {params.method} {params.context} --motifs --device {params.device} --out {params.out} >> {log} 2>&1; "
         "else echo 'no promoter calls to explain' >> {log}; "
         "printf 'id\\tlength\\tlog_odds\\tmax_importance\\n' > {output.scores}; "
         "printf 'motif\\tsign\\tseqlets\\tconsensus\\tbest_known_match\\ttomtom_p\\tsignificant\\n' > {output.motifs}; fi"
