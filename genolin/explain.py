@@ -509,6 +509,9 @@ def read_regions(genome_path: str, bed: str, flank_bp: int = 0, context_bp: int 
                           window if (lo, hi) != (start, end) else None, start - lo))
     if not out:
         raise InputError(bed, "no regions")
+    if window_bp is not None or context_bp:
+        seen = f"one training window ({window_bp:,} bp)" if window_bp is not None else f"{context_bp:,} bp either side"
+        log.info("each region seen inside %s of its genome, unmutated (--context; 0: the region alone)", seen)
     if widened:
         log.info("%d of %d regions narrower than %d bp widened to their centre base +- %d bp (--flank; a "
                  "peaks.bed call is one bin wide); the explained bin stays the centre's", widened, len(out),
