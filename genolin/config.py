@@ -338,8 +338,8 @@ def preset_values(preset: str, task: str, longest_bp: int | None = None) -> dict
     LONG_SEQUENCE_BP gets the "sequence_long" section, its stem pooled over ``long_stride`` bases (and its batch
     budget in bases scaled to match)."""
     values = {**flatten(PRESETS[preset]["common"], "preset"),
-              **flatten(PRESETS[preset]["sequence_long" if is_long(task, longest_bp) else task], "preset")}
-    if is_long(task, longest_bp):
+              **flatten(PRESETS[preset][long_section(preset, task, longest_bp) or task], "preset")}
+    if long_section(preset, task, longest_bp):
         values["model.stem_pool"] = long_stride(longest_bp)
         values["max_tokens"] *= values["model.stem_pool"]
     return values
@@ -357,8 +357,17 @@ def describe_tokens(cfg: TrainConfig) -> str:
     return text
 
 
-def is_long(task: str, longest_bp: int | None) -> bool:
-    return task == "sequence" and longest_bp is not None and longest_bp > LONG_SEQUENCE_BP
+def long_section(preset: str, task: str, longest_bp: int | None) -> str | None:
+    """The preset's section for ``task``'s long inputs ("<task>_long"), where the task reads its inputs by
+    length (``Task.longest_input_bp``), the longest is above LONG_SEQUENCE_BP and the preset has one; else None."""
+    name = f"{task}_long"
+    long = longest_bp is not None and longest_bp > LONG_SEQUENCE_BP
+    return name if long and name in PRESETS.get(preset, {}) else None
+
+
+def windowed(preset: str, task: str) -> bool:
+    """Whether ``task`` trains on windows of a genome (its preset section sets ``window_bp``)."""
+    return "window_bp" in PRESETS.get(preset, {}).get(task, {})
 
 
 def _fit_recipe(values: dict, user: dict, longest_bp: int | None) -> None:
@@ -404,7 +413,7 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         values.pop("steps", None)  # epochs asked for: the schedule is epochs of windows_per_epoch windows
         values.pop("val_every_steps", None)
     values.update({key: coerce(item, key) for key, item in user.items()})
-    if is_long(task, longest_bp):
+    if long_section(preset, task, longest_bp):
         _fit_recipe(values, user, longest_bp)
     limited = values.get("model.mixer") in LENGTH_LIMITED_MIXERS
     if limited and values.get("model.max_len", 0) > LENGTH_LIMITED_MAX_TOKENS:
@@ -427,14 +436,14 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         raise InputError(item.source if item else None, "mlm_weight needs model.stem_pool 1 (masked-token targets "
                                                         "are per token; the pooled stem averages tokens)",
                          item.line if item else None)
-    if is_long(task, longest_bp):
+    if long_section(preset, task, longest_bp):
         log.info("inputs of up to %s bp (over %s): the long-sequence recipe (%s, %s mixer, %s pooling%s)",
                  f"{longest_bp:,}", f"{LONG_SEQUENCE_BP:,}", describe_tokens(cfg), cfg.model.mixer, cfg.model.pooling,
                  ", blocks recomputed in backward" if cfg.model.checkpointing else "")
         if cfg.crop_min_bp:
             log.info("training batches cropped around their centres, from %s bp growing to the whole over the "
                      "first %g of the schedule (crop_min_bp, crop_growth)", f"{cfg.crop_min_bp:,}", cfg.crop_growth)
-    if task == "sequence" and longest_bp is not None and cfg.model.mixer in LENGTH_LIMITED_MIXERS:
+    if longest_bp is not None and cfg.model.mixer in LENGTH_LIMITED_MIXERS:
         tokens = max(1, -(-(longest_bp - cfg.k + 1) // cfg.stride))
         if tokens > LENGTH_LIMITED_MAX_TOKENS:
             item = user.get("model.mixer") or user.get("k") or user.get("stride")
@@ -448,17 +457,17 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         cfg.model = dataclasses.replace(cfg.model, kmer_logits=0)
         log.info("model.kmer_logits left out: the preset's bag-of-k-mers term needs single-base tokens (k = 1; "
                  "here k = %d)", cfg.k)
-    if cfg.model.kmer_logits and (cfg.k != 1 or task != "sequence"):
+    if cfg.model.kmer_logits and (cfg.k != 1 or windowed(preset, task)):
         item = user.get("model.kmer_logits") or user.get("k")
         raise InputError(item.source if item else None, "model.kmer_logits needs a sequence classifier with "
                                                         f"single-base tokens (k = 1; here: {task}, k = {cfg.k})",
                          item.line if item else None)
-    if task == "track" and cfg.window_bp % cfg.stride:
+    if windowed(preset, task) and cfg.window_bp % cfg.stride:
         item = user.get("window_bp") or user.get("stride")
         raise InputError(item.source if item else None, f"window_bp ({cfg.window_bp}) must be a multiple of stride "
                                                         f"({cfg.stride})", item.line if item else None)
     window_tokens = cfg.window_bp // cfg.stride
-    if task == "track" and cfg.model.mixer in LENGTH_LIMITED_MIXERS and 0 < cfg.model.max_len < window_tokens:
+    if windowed(preset, task) and cfg.model.mixer in LENGTH_LIMITED_MIXERS and 0 < cfg.model.max_len < window_tokens:
         item = user.get("model.max_len") or user.get("window_bp") or user.get("model.mixer")
         raise InputError(item.source if item else None,
                          f"windows of {window_tokens} tokens (window_bp / stride) are longer than the "

@@ -63,3 +63,32 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
     assert genolin_imports(bad) == {"genolin.train"}  # found inside a function
     assert layer_of("genolin.train") > layer_of("genolin.tasks.track") > layer_of("genolin.model")
     assert layer_of("genolin.model") > layer_of("genolin.mixers.linear") > layer_of("genolin.ops")
+
+
+def task_name_tests(path) -> list[str]:
+    """Comparisons of a value with a task's name ("sequence", "track") in ``path``: ==, !=, in and not in."""
+    names = {"sequence", "track"}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            for part in [node.left, *node.comparators]:
+                values = part.elts if isinstance(part, (ast.Tuple, ast.List, ast.Set)) else [part]
+                if any(isinstance(v, ast.Constant) and v.value in names for v in values):
+                    found.append(f"{path}:{node.lineno}")
+                    break
+    return found
+
+
+def test_nothing_outside_the_tasks_checks_a_tasks_name():
+    """What differs between tasks is the task's attributes (genolin.tasks) or its preset section's contents
+    (genolin.config), never a test of its name."""
+    package = REPO / "genolin"
+    found = [hit for path in sorted(package.rglob("*.py")) if "tasks" not in path.relative_to(package).parts
+             for hit in task_name_tests(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_task_name_check_catches_a_comparison(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("def f(task):\n    return task == 'track' or task in ('sequence', 'x')\n")
+    assert len(task_name_tests(bad)) == 2
