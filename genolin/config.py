@@ -89,6 +89,9 @@ class TrainConfig:
     pos_weight: float | None = None  # track: None = balance the training positive rate
     focal_gamma: float = 0.0  # track: focal loss exponent (0: plain positive-weighted cross-entropy)
     patience: int = 4  # epochs without improvement before stopping (0: never stop early)
+    # memorisation: validation has not improved for MEMORISE_VALIDATIONS validations while the training loss fell
+    # by MEMORISE_DROP or more since the best one (genolin.selection); the log says so, and with this the run stops
+    stop_memorising: bool = False
     amp: bool = True  # bf16 autocast on CUDA
     compile: bool = False  # CUDA: torch.compile the encoder's blocks (Encoder.compile_blocks; ~10-30 s at the start)
     # with compile: the share of activations compiled blocks keep for backward (Encoder.set_activation_memory_budget;

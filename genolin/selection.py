@@ -20,12 +20,27 @@ from genolin.tasks import Task
 
 log = logging.getLogger(__name__)
 
+# a run memorises when validation has not improved for this many validations while its training loss fell by this
+# share or more since the best one (the loss of the epoch that validated best; the first epoch's where the starting
+# model is still the best)
+MEMORISE_VALIDATIONS = 3
+MEMORISE_DROP = 0.25
+
+
+def memorising(loss_at_best: float | None, loss: float | None, since_best: int) -> float | None:
+    """The training loss's fall since the best validation, as a share of its value there, when the run
+    memorises by the rule above; else None."""
+    if loss_at_best is None or loss is None or loss_at_best <= 0 or since_best < MEMORISE_VALIDATIONS:
+        return None
+    drop = 1.0 - loss / loss_at_best
+    return drop if drop >= MEMORISE_DROP else None
+
 
 class ModelSelection:
     """Validation and the choice of the best weights for a trainer: its settings, task, model (``predictor``
     scores it, ``average`` holds its averaged weights), run folder and ``state`` (the trainer state: "best",
-    "best_epoch", "bad_epochs", "start_margin" and "done" are this class's); ``save`` writes a checkpoint
-    (``Trainer.checkpoint``)."""
+    "best_epoch", "bad_epochs", "loss_at_best", "start_margin" and "done" are this class's); ``save`` writes a
+    checkpoint (``Trainer.checkpoint``)."""
 
     def __init__(self, cfg: TrainConfig, task: Task, model: Encoder, predictor: Predictor, average: WeightAverage,
                  run: ckpt.RunDir, state: dict, save: Callable[..., None]):
@@ -98,9 +113,22 @@ class ModelSelection:
         improved = self.improves(metrics)
         if improved:
             st["best"], st["best_epoch"], st["bad_epochs"] = metrics["score"], record["epoch"], 0
+            st["loss_at_best"] = record.get("train_loss")
         elif metrics is not None:
             st["bad_epochs"] += 1
+            if st.get("loss_at_best") is None:  # the starting model is still the best: from the first epoch's loss
+                st["loss_at_best"] = record.get("train_loss")
         st["epoch"], st["batch"] = record["epoch"], 0
+        drop = memorising(st.get("loss_at_best"), record.get("train_loss"), st["bad_epochs"])
+        if drop is not None:
+            record["memorising"] = {"loss_drop": drop, "since_best": st["bad_epochs"]}
+            log.warning("memorising: the training loss fell %.0f%% (%.4g -> %.4g) since the best validation (%.4f "
+                        "at epoch %d), which has not improved for %d validations%s", 100 * drop,
+                        st["loss_at_best"], record["train_loss"], st["best"], st["best_epoch"], st["bad_epochs"],
+                        "; stopping (stop_memorising)" if cfg.stop_memorising else
+                        " (--set stop_memorising=true stops such a run)")
+            if cfg.stop_memorising:
+                st["done"] = True
         if cfg.patience and st["bad_epochs"] >= cfg.patience:
             st["done"] = True
             log.info("early stop: no improvement for %d epochs (best %.4f at epoch %d)", cfg.patience, st["best"],

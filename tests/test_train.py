@@ -807,3 +807,48 @@ def test_sharpness_aware_training_runs_from_the_cli(tmp_path, gue_small):
     sam, _ = load_tensors(tmp_path / "sam" / "model.safetensors")
     assert json.loads((tmp_path / "sam" / "config.json").read_text())["train"]["sam_rho"] == 0.05
     assert any(not torch.equal(plain[k], sam[k]) for k in plain)
+
+
+def test_memorisation_is_the_loss_falling_while_validation_stands_still():
+    from genolin.selection import MEMORISE_DROP, MEMORISE_VALIDATIONS, memorising
+
+    assert memorising(0.5, 0.2, MEMORISE_VALIDATIONS) == pytest.approx(0.6)
+    assert memorising(0.5, 0.2, MEMORISE_VALIDATIONS - 1) is None  # validation may still come back
+    assert memorising(0.5, 0.5 * (1 - MEMORISE_DROP) + 0.01, 10) is None  # the loss stands still too: a plateau
+    assert memorising(None, 0.2, 10) is None and memorising(0.5, None, 10) is None
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_a_memorising_run_says_so_and_stops_when_asked(caplog, stop):
+    """ModelSelection.end_epoch on a run whose training loss falls while validation peaked at epoch 2: from the
+    third validation without improvement the metrics line and the log say so; stop_memorising ends the run there,
+    before patience would."""
+    import logging
+
+    from genolin.config import make_config
+    from genolin.selection import ModelSelection
+
+    cfg = make_config("sequence", "tiny", {"patience": 10, "stop_memorising": stop})
+    scores = iter([0.50, 0.60, 0.59, 0.58, 0.60, 0.55, 0.57])
+    losses = [0.60, 0.50, 0.45, 0.40, 0.36, 0.30, 0.25]
+    lines = []
+
+    class Run:
+        def log_metrics(self, record):
+            lines.append(dict(record))
+
+    state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0, "done": False}
+    selection = ModelSelection(cfg, None, None, None, None, Run(), state, lambda **kw: None)
+    selection.evaluate = lambda: {"score": next(scores)}
+    with caplog.at_level(logging.INFO, logger="genolin"):
+        for epoch, loss in enumerate(losses, 1):
+            selection.end_epoch({"epoch": epoch, "train_loss": loss, "tokens_per_s": 1.0, "items_per_s": 1.0,
+                                 "peak_memory_gib": 0.0})
+            if state["done"]:
+                break
+    assert state["best_epoch"] == 2 and state["loss_at_best"] == 0.50
+    flagged = [r["epoch"] for r in lines if "memorising" in r]
+    assert flagged[0] == 5  # third validation after epoch 2's best, the loss down 28 %
+    assert lines[4]["memorising"]["loss_drop"] == pytest.approx(1 - 0.36 / 0.50)
+    assert "memorising: the training loss fell 28% (0.5 -> 0.36)" in caplog.text
+    assert state["done"] is stop and len(lines) == (5 if stop else 7)
