@@ -285,3 +285,32 @@ def test_genomes_that_share_contig_names(tmp_path):
     r = run("predict", "--model", tmp_path / "run", "--fasta", tmp_path / "one.fa", "--fasta", tmp_path / "two.fa",
             "--out", tmp_path / "p")
     assert r.exit_code == 1 and "predict one genome at a time" in r.output
+
+
+@pytest.mark.slow
+def test_the_track_recipes_benchmark_runs_end_to_end(tmp_path):
+    """benchmarks/track_recipes.py --quick: two recipes, E. coli held out, trained on the two other shared genomes,
+    scored with calls and predict speed; the tables and JSON written."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, shared_file
+
+    for name in ("ecoli_k12/regulondb_10.9_tss.bed", "bacteria/BACILLUS/BACILLUS.bed",
+                 "bacteria/CJEJUNI_2/CJEJUNI_2.bed"):
+        shared_file(name)
+    out = tmp_path / "tr"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "track_recipes.py"), "--quick", "--device", "cpu",
+                           "--predict-speed", "--work", str(tmp_path / "w"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert [(r["recipe"], r["held_out"]) for r in result["rows"]] == [("shipped", "ecoli"), ("fine", "ecoli")]
+    fine = result["rows"][1]
+    assert fine["settings"]["stride"] == "1" and fine["steps"] == 20
+    assert json.loads((tmp_path / "w" / "fine" / "ecoli_seed0" / "run" / "config.json").read_text())["train"][
+        "stride"] == 1
+    calls = fine["ecoli"][next(iter(fine["ecoli"]))]
+    assert 0 <= calls["recall_100bp"] <= 1 and fine["predict_mbp_per_s"] > 0
+    text = out.with_suffix(".md").read_text()
+    assert "| shipped |" in text and "| fine |" in text and "P/R 20 bp" in text

@@ -1,0 +1,273 @@
+"""Promoter-track recipes judged on whole genomes they never saw: several seeds, the noise level beside each mean.
+
+Leave one genome out over the three shared bacterial genomes (E. coli K-12 with RegulonDB 10.9 TSSs, B.
+amyloliquefaciens and C. jejuni with Promotech TSSs; ../shared/data, not redistributable). Every (recipe, held-out
+genome, seed) trains `genolin train --preset P` on the other two genomes with the recipe's settings, then scores
+the whole held-out genome with `genolin evaluate --rc-average` (50-bp bins per strand) and, with --eukaryotes, the
+eukaryotic slices of ../shared/data/model_organisms (mRNA starts as TSS proxies) as a further out-of-distribution
+check. A recipe is a name and settings (`--recipe NAME:KEY=VALUE,KEY=VALUE`; `shipped` is the preset as it is).
+
+Per recipe the tables give, per held-out genome, AUPRC (mean +- sample sd over seeds) and AUPRC / positive rate;
+the mean over genomes (its sd over seeds: the noise level two recipes must differ by); the smallest ratio; calls
+at the model's threshold: precision and recall within 20 and 100 bp; training minutes; the runs whose log flagged
+memorisation (validation not improving while the training loss falls, `genolin.selection`); and with
+--predict-speed, `genolin predict` Mbp/s on the held-out genome (whole command, bedGraph).
+
+    python benchmarks/track_recipes.py --preset base --seeds 0,1,2 --parallel 3 --device cuda \\
+        --recipe "fine:stride=1,tolerance_bins=1,batch_size=8,steps=4500" --out OUT
+    python benchmarks/track_recipes.py --quick --device cpu --out /tmp/track_recipes_quick
+
+Writes PREFIX.json (every run: settings, seconds, metrics) and PREFIX.md. Runs go to --work (default a temporary
+folder); a run whose evaluations exist there is not run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from promoter_tracks import BACTERIA, EUKARYOTES, gff_starts_bed  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+QUICK = {"preset": "tiny", "seeds": "0", "held_out": "ecoli", "max_minutes": 1.0,
+         "recipes": ["shipped:steps=20,val_every_steps=10", "fine:steps=20,val_every_steps=10,stride=1,"
+                     "tolerance_bins=1"]}
+
+
+def parse_recipe(text: str) -> tuple[str, dict[str, str]]:
+    """"NAME:KEY=VALUE,KEY=VALUE" (or "NAME") -> (NAME, {KEY: VALUE})."""
+    name, _, rest = text.partition(":")
+    settings = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            sys.exit(f"track_recipes: --recipe {text!r}: settings are KEY=VALUE, comma-separated")
+        settings[key.strip()] = value.strip()
+    if not name:
+        sys.exit(f"track_recipes: --recipe {text!r} has no name")
+    return name, settings
+
+
+def run(cmd: list[str], log: Path) -> float:
+    """Run ``cmd`` with its output appended to ``log``; its wall seconds."""
+    with open(log, "a") as fh:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        fh.flush()
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    if proc.returncode:
+        raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
+    return time.monotonic() - t0
+
+
+def genome_row(gm: dict) -> dict:
+    """The figures of one evaluated genome: AUPRC, its ratio to the positive rate, AUROC and the calls."""
+    pooled, calls = gm["pooled"], gm.get("calls", {})
+    return {"auprc": pooled.get("auprc"), "auroc": pooled.get("auroc"), "positive_rate": pooled["positive_rate"],
+            "ratio": (pooled.get("auprc") or 0) / max(pooled["positive_rate"], 1e-12),
+            **{k: calls.get(k) for k in ("precision_20bp", "recall_20bp", "precision_100bp", "recall_100bp",
+                                         "calls_per_mbp")}}
+
+
+def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: int) -> dict:
+    """Train recipe on the two other genomes (seed), evaluate the held-out genome (and the eukaryotic slices)."""
+    work = Path(args.work) / recipe / f"{held_out}_seed{seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    log, run_dir = work / "log.txt", work / "run"
+    py = [sys.executable, "-m", "genolin", "-q"]
+    train_s = None
+    if not (run_dir / "trainer_state.json").exists():
+        train = [g for name in BACTERIA if name != held_out for g in ("--fasta", data[name][0], "--tss", data[name][1])]
+        sets = [a for k, v in {**settings, **dict(s.split("=", 1) for s in args.set)}.items()
+                for a in ("--set", f"{k}={v}")]
+        train_s = run([*py, "train", *train, "--preset", args.preset, *sets, "--device", args.device, "--seed",
+                       str(seed), "--max-minutes", str(args.max_minutes), "--out", str(run_dir)], log)
+    evals = {held_out: (data[held_out], work / "eval_held_out")}
+    if args.eukaryotes:
+        evals["eukaryotes"] = (None, work / "eval_eukaryotes")
+    for pair, out in evals.values():
+        if not (out / "metrics.json").exists():
+            inputs = (["--fasta", pair[0], "--tss", pair[1]] if pair else
+                      [a for e in EUKARYOTES for a in ("--fasta", data[e][0], "--tss", data[e][1])])
+            run([*py, "evaluate", "--model", str(run_dir), *inputs, "--rc-average", "--device", args.device,
+                 "--out", str(out)], log)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    state = json.loads((run_dir / "trainer_state.json").read_text())
+    row = {"recipe": recipe, "settings": settings, "held_out": held_out, "seed": seed, "steps": state["step"],
+           "train_seconds": train_s, "best_val_score": state["best"],
+           "train_losses": [r["train_loss"] for r in records if r.get("train_loss") is not None],
+           "val_scores": [r["val"]["score"] for r in records if r.get("val") and "epoch" in r],
+           "memorising": any("memorising" in r for r in records)}
+    for name, (_, out) in evals.items():
+        m = json.loads((out / "metrics.json").read_text())
+        row[name] = {g: genome_row(gm) for g, gm in m["genomes"].items()}
+    if args.predict_speed:
+        from genolin.io.fasta import Genome
+
+        fasta = data[held_out][0]
+        seconds = run([*py, "predict", "--model", str(run_dir), "--fasta", fasta, "--rc-average", "--device",
+                       args.device, "--out", str(work / "pred")], log)
+        row["predict_seconds"] = seconds
+        row["predict_mbp_per_s"] = sum(Genome(fasta).lengths.values()) / seconds / 1e6
+    first = row[held_out][next(iter(row[held_out]))]
+    print(f"{recipe:12s} {held_out:9s} seed {seed}  steps {state['step']:6d}  AUPRC {first['auprc']:.4f} "
+          f"({first['ratio']:.1f}x){'  memorising' if row['memorising'] else ''}", flush=True)
+    return row
+
+
+def spread(values: list[float], spec: str = ".4f") -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return format(values[0], spec)
+    return f"{statistics.mean(values):{spec}} ± {statistics.stdev(values):{spec}}"
+
+
+def tables(rows: list[dict], meta: dict) -> str:
+    recipes = list(dict.fromkeys(r["recipe"] for r in rows))
+    held = list(dict.fromkeys(r["held_out"] for r in rows))
+    a = meta["args"]
+    lines = [f"# Promoter-track recipes on held-out genomes ({meta['date']})", "",
+             f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
+             f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once", "", f"`{meta['command']}`", "",
+             "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
+                                    for n, s in meta["recipes"].items()), "",
+             "Held-out genome: pooled AUPRC over both strands of 50-bp bins (RC-averaged), mean ± sd over seeds (x the "
+             "positive rate). Mean: the mean over genomes, ± its sd over seeds (the noise level). Calls: precision / "
+             "recall within 20 and 100 bp, mean over genomes and seeds.", "",
+             "| recipe | " + " | ".join(held) + " | mean AUPRC | min ratio | P/R 20 bp | P/R 100 bp | train min | "
+             "memorising | predict Mbp/s |", "|---|" + "---:|" * (len(held) + 7)]
+    for rec in recipes:
+        mine = [r for r in rows if r["recipe"] == rec]
+        cells, ratios = [], []
+        for h in held:
+            vals = [r[h][next(iter(r[h]))] for r in mine if r["held_out"] == h]
+            ratio = statistics.mean(v["ratio"] for v in vals) if vals else None
+            ratios += [ratio] if ratio is not None else []
+            cells.append(f"{spread([v['auprc'] for v in vals])} ({ratio:.1f}x)" if vals else "-")
+        seeds = sorted({r["seed"] for r in mine})
+        per_seed = []
+        for s in seeds:
+            got = [r[r["held_out"]][next(iter(r[r["held_out"]]))]["auprc"] for r in mine if r["seed"] == s]
+            if len(got) == len(held):
+                per_seed.append(statistics.mean(got))
+        firsts = [r[r["held_out"]][next(iter(r[r["held_out"]]))] for r in mine]
+
+        def mean_of(key, firsts=firsts):
+            vals = [f[key] for f in firsts if f.get(key) is not None]
+            return f"{statistics.mean(vals):.3f}" if vals else "-"
+
+        minutes = [r["train_seconds"] / 60 for r in mine if r.get("train_seconds")]
+        speed = [r["predict_mbp_per_s"] for r in mine if r.get("predict_mbp_per_s")]
+        lines.append(f"| {rec} | " + " | ".join(cells) + f" | {spread(per_seed)} | {min(ratios):.1f}x | "
+                     f"{mean_of('precision_20bp')} / {mean_of('recall_20bp')} | {mean_of('precision_100bp')} / "
+                     f"{mean_of('recall_100bp')} | {spread(minutes, '.1f')} | "
+                     f"{sum(r['memorising'] for r in mine)} of {len(mine)} | {spread(speed, '.2f')} |")
+    euk = [r for r in rows if "eukaryotes" in r]
+    if euk:
+        names = list(euk[0]["eukaryotes"])
+        lines += ["", "Eukaryotic slices (mRNA starts as TSS proxies), mean over a recipe's models: AUPRC (x the "
+                  "positive rate).", "", "| recipe | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+        for rec in recipes:
+            rs = [r for r in euk if r["recipe"] == rec]
+            if rs:
+                lines.append(f"| {rec} | " + " | ".join(
+                    f"{statistics.mean(r['eukaryotes'][n]['auprc'] for r in rs):.4f} "
+                    f"({statistics.mean(r['eukaryotes'][n]['ratio'] for r in rs):.1f}x)" for n in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the shared data folder")
+    p.add_argument("--recipe", action="append", default=None, metavar="NAME:KEY=VALUE,...",
+                   help="a recipe: a name and settings (repeat; default: shipped, the preset as it is)")
+    p.add_argument("--held-out", default=None, help="genomes to hold out in turn, comma-separated (default all)")
+    p.add_argument("--seeds", default=None, help="training seeds, comma-separated (default 0,1,2)")
+    p.add_argument("--preset", default=None, help="model preset (default base)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting for every run")
+    p.add_argument("--max-minutes", type=float, default=None, help="time limit of one training (default 15)")
+    p.add_argument("--eukaryotes", action="store_true", help="also score the eukaryotic slices")
+    p.add_argument("--predict-speed", action="store_true", help="also time genolin predict on the held-out genome")
+    p.add_argument("--parallel", type=int, default=1, help="runs at once (on one GPU they share it)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--quick", action="store_true", help="a smoke run: tiny, E. coli held out, seed 0, 20 steps")
+    p.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
+    p.add_argument("--out", default="benchmarks/results/track_recipes/latest", help="output prefix")
+    args = p.parse_args()
+    defaults = {"preset": "base", "seeds": "0,1,2", "held_out": ",".join(BACTERIA), "max_minutes": 15.0,
+                "recipes": ["shipped"]}
+    for key, value in (QUICK if args.quick else defaults).items():
+        if getattr(args, "recipe" if key == "recipes" else key) is None:
+            setattr(args, "recipe" if key == "recipes" else key, value)
+    for key, value in defaults.items():  # options --quick leaves unset
+        if getattr(args, "recipe" if key == "recipes" else key) is None:
+            setattr(args, "recipe" if key == "recipes" else key, value)
+    args.work = args.work or tempfile.mkdtemp(prefix="track_recipes_")
+    recipes = dict(parse_recipe(r) for r in args.recipe)
+
+    import torch
+
+    from genolin import __version__
+
+    shared = Path(args.shared)
+    data = {name: (str(shared / fa), str(shared / bed)) for name, (fa, bed) in BACTERIA.items()}
+    missing = [f for pair in data.values() for f in pair if not Path(f).exists()]
+    if missing:
+        sys.exit(f"track_recipes: missing {', '.join(missing)} (the shared data folder: --shared)")
+    if args.eukaryotes:
+        beds = Path(args.work) / "beds"
+        beds.mkdir(parents=True, exist_ok=True)
+        folder = shared / "model_organisms" / "data"
+        for e in EUKARYOTES:
+            fa = folder / f"{e}.fa.gz"
+            data[e] = (str(fa), str(gff_starts_bed(folder / f"{e}.gff.gz", fa, beds / f"{e}.bed")))
+    jobs = [(name, s, h, int(seed)) for name, s in recipes.items() for seed in str(args.seeds).split(",")
+            for h in args.held_out.split(",")]
+    meta = {"benchmark": "track_recipes", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "cpu": platform.processor() or platform.machine(), "command": " ".join(["python", *sys.argv]),
+            "args": {k: v for k, v in vars(args).items() if k != "recipe"}, "recipes": recipes}
+    if torch.cuda.is_available():
+        meta["gpu"] = torch.cuda.get_device_name(0)
+    rows, failed = [], []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write() -> str:  # after every run, so a time limit keeps what finished
+        rows.sort(key=lambda r: (list(recipes).index(r["recipe"]), r["held_out"], r["seed"]))
+        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
+                                            + "\n")
+        text = tables(rows, meta) if rows else "no run finished\n"
+        out.with_suffix(".md").write_text(text)
+        return text
+
+    text = "no run finished\n"
+    with cf.ThreadPoolExecutor(args.parallel) as pool:
+        futures = {pool.submit(one_run, args, data, *job): job for job in jobs}
+        for f in cf.as_completed(futures):
+            try:
+                rows.append(f.result())
+            except RuntimeError as exc:
+                failed.append({"run": futures[f][:1] + futures[f][2:], "error": str(exc)})
+                print(exc, file=sys.stderr, flush=True)
+            text = write()
+    print(text)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
