@@ -217,8 +217,12 @@ def region_bins(run, regions: list[Region], offset: int) -> list[int]:
 
 def ism_regions(run, regions: list[Region], offset: int, batch: int = 1024, progress=None):
     """Saturation mutagenesis of each region's bases (its context unmutated) on its scored bin: ([(L, 4)
-    effects], (n,) reference log-odds)."""
+    effects], (n,) reference log-odds). Mutants go to the model ``batch`` at a time, fewer where their tokens
+    would pass the run's ``max_tokens`` (a training window of context is thousands of tokens)."""
     bins = region_bins(run, regions, offset)
+    k, stride = run.config.train.k, run.config.train.stride
+    tokens = max(n_tokens(len(r.model_seq), k, stride) for r in regions)
+    batch = max(1, min(batch, run.config.train.max_tokens // max(tokens, 1)))
     return _ism([r.model_seq for r in regions],
                 lambda n, chunk: track_scores(run, chunk, bins[n], regions[n].channel), batch, progress,
                 spans=[(r.before, r.before + len(r.seq)) for r in regions])
