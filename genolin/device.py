@@ -35,6 +35,19 @@ class Dist:
             with peers_alive():
                 tdist.barrier(device_ids=[device.index] if device.type == "cuda" else None)
 
+    def mean(self, values: list[float], device: torch.device) -> float | None:
+        """The mean of ``values`` over every rank's (None when there are none): decisions taken on it agree across
+        ranks. Every rank must call it."""
+        total, count = float(sum(values)), len(values)
+        if self.world > 1:
+            import torch.distributed as tdist
+
+            t = torch.tensor([total, count], dtype=torch.float64, device=device)
+            with peers_alive():
+                tdist.all_reduce(t)
+            total, count = float(t[0]), int(t[1])
+        return total / count if count else None
+
     def close(self) -> None:
         if self.world > 1:
             import torch.distributed as tdist

@@ -183,7 +183,9 @@ class Trainer:
         if st["batch"] < len(batches) and not self.schedule.done():
             return None, stopped
         seconds = time.monotonic() - t_epoch
-        record = {"epoch": epoch + 1, "step": st["step"], "train_loss": float(np.mean(losses)) if losses else None,
+        # the mean over ranks: the memorisation check (genolin.selection) stops every rank alike
+        loss = self.dist.mean(losses, self.device)
+        record = {"epoch": epoch + 1, "step": st["step"], "train_loss": loss,
                   "lr": self.schedule.last_lr(), "seconds": seconds,
                   "tokens_per_s": tokens * self.dist.world / max(seconds, 1e-9),
                   "items_per_s": items * self.dist.world / max(seconds, 1e-9),
