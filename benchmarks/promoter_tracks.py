@@ -60,13 +60,33 @@ def gff_starts_bed(gff: Path, fasta: Path, out: Path) -> Path:
     return out
 
 
-def run(cmd: list[str], log: Path) -> None:
+def run(cmd: list[str], log: Path) -> float:
+    """Run ``cmd`` with its output appended to ``log``; its wall seconds."""
     with open(log, "a") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
+        t0 = time.monotonic()
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
     if proc.returncode:
         raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
+    return time.monotonic() - t0
+
+
+def genome_data(shared: Path, work: Path, eukaryotes: bool, who: str) -> dict[str, tuple[str, str]]:
+    """name -> (FASTA, TSS BED) of the three bacteria under the shared data folder and, with ``eukaryotes``, of
+    the eukaryotic slices (their BEDs of mRNA starts written under ``work``); exits naming what is missing."""
+    data = {name: (str(shared / fa), str(shared / bed)) for name, (fa, bed) in BACTERIA.items()}
+    missing = [f for pair in data.values() for f in pair if not Path(f).exists()]
+    if missing:
+        sys.exit(f"{who}: missing {', '.join(missing)} (the shared data folder: --shared)")
+    if eukaryotes:
+        beds = work / "beds"
+        beds.mkdir(parents=True, exist_ok=True)
+        folder = shared / "model_organisms" / "data"
+        for e in EUKARYOTES:
+            fa = folder / f"{e}.fa.gz"
+            data[e] = (str(fa), str(gff_starts_bed(folder / f"{e}.gff.gz", fa, beds / f"{e}.bed")))
+    return data
 
 
 def cell(args, data: dict, held_out: str, window: int, mixer: str) -> dict:
@@ -213,18 +233,7 @@ def main() -> None:
 
     from genolin import __version__
 
-    shared = Path(args.shared)
-    data = {name: (str(shared / fa), str(shared / bed)) for name, (fa, bed) in BACTERIA.items()}
-    missing = [f for pair in data.values() for f in pair if not Path(f).exists()]
-    if missing:
-        sys.exit(f"promoter_tracks: missing {', '.join(missing)} (the shared data folder: --shared)")
-    if args.eukaryotes:
-        beds = Path(args.work) / "beds"
-        beds.mkdir(parents=True, exist_ok=True)
-        folder = shared / "model_organisms" / "data"
-        for e in EUKARYOTES:
-            fa = folder / f"{e}.fa.gz"
-            data[e] = (str(fa), str(gff_starts_bed(folder / f"{e}.gff.gz", fa, beds / f"{e}.bed")))
+    data = genome_data(Path(args.shared), Path(args.work), args.eukaryotes, "promoter_tracks")
     cells = [(h, int(w), m) for h in args.held_out.split(",") for w in args.windows.split(",")
              for m in args.mixers.split(",")]
     meta = {"benchmark": "promoter_tracks", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

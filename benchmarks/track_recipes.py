@@ -30,18 +30,16 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from promoter_tracks import BACTERIA, EUKARYOTES, gff_starts_bed  # noqa: E402
+from promoter_tracks import BACTERIA, EUKARYOTES, genome_data, run  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = {"preset": "tiny", "seeds": "0", "held_out": "ecoli", "max_minutes": 1.0,
-         "recipes": ["shipped:steps=20,val_every_steps=10", "fine:steps=20,val_every_steps=10,stride=1,"
+         "recipe": ["shipped:steps=20,val_every_steps=10", "fine:steps=20,val_every_steps=10,stride=1,"
                      "tolerance_bins=1"]}
 
 
@@ -59,18 +57,6 @@ def parse_recipe(text: str) -> tuple[str, dict[str, str]]:
     return name, settings
 
 
-def run(cmd: list[str], log: Path) -> float:
-    """Run ``cmd`` with its output appended to ``log``; its wall seconds."""
-    with open(log, "a") as fh:
-        fh.write("$ " + " ".join(cmd) + "\n")
-        fh.flush()
-        t0 = time.monotonic()
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
-    if proc.returncode:
-        raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
-    return time.monotonic() - t0
-
-
 def genome_row(gm: dict) -> dict:
     """The figures of one evaluated genome: AUPRC, its ratio to the positive rate, AUROC and the calls."""
     pooled, calls = gm["pooled"], gm.get("calls", {})
@@ -78,6 +64,12 @@ def genome_row(gm: dict) -> dict:
             "ratio": (pooled.get("auprc") or 0) / max(pooled["positive_rate"], 1e-12),
             **{k: calls.get(k) for k in ("precision_20bp", "recall_20bp", "precision_100bp", "recall_100bp",
                                          "calls_per_mbp")}}
+
+
+def held_out_figures(row: dict) -> dict:
+    """The figures of a run's held-out genome (``genome_row``)."""
+    scored = row[row["held_out"]]
+    return scored[next(iter(scored))]
 
 
 def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: int) -> dict:
@@ -120,7 +112,7 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
                        args.device, "--out", str(work / "pred")], log)
         row["predict_seconds"] = seconds
         row["predict_mbp_per_s"] = sum(Genome(fasta).lengths.values()) / seconds / 1e6
-    first = row[held_out][next(iter(row[held_out]))]
+    first = held_out_figures(row)
     print(f"{recipe:12s} {held_out:9s} seed {seed}  steps {state['step']:6d}  AUPRC {first['auprc']:.4f} "
           f"({first['ratio']:.1f}x){'  memorising' if row['memorising'] else ''}", flush=True)
     return row
@@ -153,17 +145,17 @@ def tables(rows: list[dict], meta: dict) -> str:
         mine = [r for r in rows if r["recipe"] == rec]
         cells, ratios = [], []
         for h in held:
-            vals = [r[h][next(iter(r[h]))] for r in mine if r["held_out"] == h]
+            vals = [held_out_figures(r) for r in mine if r["held_out"] == h]
             ratio = statistics.mean(v["ratio"] for v in vals) if vals else None
             ratios += [ratio] if ratio is not None else []
             cells.append(f"{spread([v['auprc'] for v in vals])} ({ratio:.1f}x)" if vals else "-")
         seeds = sorted({r["seed"] for r in mine})
         per_seed = []
         for s in seeds:
-            got = [r[r["held_out"]][next(iter(r[r["held_out"]]))]["auprc"] for r in mine if r["seed"] == s]
+            got = [held_out_figures(r)["auprc"] for r in mine if r["seed"] == s]
             if len(got) == len(held):
                 per_seed.append(statistics.mean(got))
-        firsts = [r[r["held_out"]][next(iter(r[r["held_out"]]))] for r in mine]
+        firsts = [held_out_figures(r) for r in mine]
 
         def mean_of(key, firsts=firsts):
             vals = [f[key] for f in firsts if f.get(key) is not None]
@@ -208,13 +200,10 @@ def main() -> None:
     p.add_argument("--out", default="benchmarks/results/track_recipes/latest", help="output prefix")
     args = p.parse_args()
     defaults = {"preset": "base", "seeds": "0,1,2", "held_out": ",".join(BACTERIA), "max_minutes": 15.0,
-                "recipes": ["shipped"]}
-    for key, value in (QUICK if args.quick else defaults).items():
-        if getattr(args, "recipe" if key == "recipes" else key) is None:
-            setattr(args, "recipe" if key == "recipes" else key, value)
-    for key, value in defaults.items():  # options --quick leaves unset
-        if getattr(args, "recipe" if key == "recipes" else key) is None:
-            setattr(args, "recipe" if key == "recipes" else key, value)
+                "recipe": ["shipped"], **(QUICK if args.quick else {})}
+    for key, value in defaults.items():  # what the command line left unset
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     args.work = args.work or tempfile.mkdtemp(prefix="track_recipes_")
     recipes = dict(parse_recipe(r) for r in args.recipe)
 
@@ -222,18 +211,7 @@ def main() -> None:
 
     from genolin import __version__
 
-    shared = Path(args.shared)
-    data = {name: (str(shared / fa), str(shared / bed)) for name, (fa, bed) in BACTERIA.items()}
-    missing = [f for pair in data.values() for f in pair if not Path(f).exists()]
-    if missing:
-        sys.exit(f"track_recipes: missing {', '.join(missing)} (the shared data folder: --shared)")
-    if args.eukaryotes:
-        beds = Path(args.work) / "beds"
-        beds.mkdir(parents=True, exist_ok=True)
-        folder = shared / "model_organisms" / "data"
-        for e in EUKARYOTES:
-            fa = folder / f"{e}.fa.gz"
-            data[e] = (str(fa), str(gff_starts_bed(folder / f"{e}.gff.gz", fa, beds / f"{e}.bed")))
+    data = genome_data(Path(args.shared), Path(args.work), args.eukaryotes, "track_recipes")
     jobs = [(name, s, h, int(seed)) for name, s in recipes.items() for seed in str(args.seeds).split(",")
             for h in args.held_out.split(",")]
     meta = {"benchmark": "track_recipes", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
