@@ -340,9 +340,9 @@ def preset_values(preset: str, task: str, longest_bp: int | None = None) -> dict
     """The settings a preset gives a task, flat (``model.d_model``): a sequence task whose longest input is above
     LONG_SEQUENCE_BP gets the "sequence_long" section, its stem pooled over ``long_stride`` bases (and its batch
     budget in bases scaled to match)."""
-    values = {**flatten(PRESETS[preset]["common"], "preset"),
-              **flatten(PRESETS[preset][long_section(preset, task, longest_bp) or task], "preset")}
-    if long_section(preset, task, longest_bp):
+    section = long_section(preset, task, longest_bp)
+    values = {**flatten(PRESETS[preset]["common"], "preset"), **flatten(PRESETS[preset][section or task], "preset")}
+    if section:
         values["model.stem_pool"] = long_stride(longest_bp)
         values["max_tokens"] *= values["model.stem_pool"]
     return values
@@ -407,6 +407,7 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
     if preset not in PRESETS:
         raise InputError(None, f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
     values = preset_values(preset, task, longest_bp)
+    long, windows = long_section(preset, task, longest_bp) is not None, windowed(preset, task)
     if isinstance(overrides, dict) or overrides is None:
         overrides = [Setting(k, v, source) for k, v in flatten(overrides or {}, source).items()]
     user: dict[str, Setting] = {}
@@ -416,7 +417,7 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         values.pop("steps", None)  # epochs asked for: the schedule is epochs of windows_per_epoch windows
         values.pop("val_every_steps", None)
     values.update({key: coerce(item, key) for key, item in user.items()})
-    if long_section(preset, task, longest_bp):
+    if long:
         _fit_recipe(values, user, longest_bp)
     limited = values.get("model.mixer") in LENGTH_LIMITED_MIXERS
     if limited and values.get("model.max_len", 0) > LENGTH_LIMITED_MAX_TOKENS:
@@ -439,7 +440,7 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         raise InputError(item.source if item else None, "mlm_weight needs model.stem_pool 1 (masked-token targets "
                                                         "are per token; the pooled stem averages tokens)",
                          item.line if item else None)
-    if long_section(preset, task, longest_bp):
+    if long:
         log.info("inputs of up to %s bp (over %s): the long-sequence recipe (%s, %s mixer, %s pooling%s)",
                  f"{longest_bp:,}", f"{LONG_SEQUENCE_BP:,}", describe_tokens(cfg), cfg.model.mixer, cfg.model.pooling,
                  ", blocks recomputed in backward" if cfg.model.checkpointing else "")
@@ -460,17 +461,17 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
         cfg.model = dataclasses.replace(cfg.model, kmer_logits=0)
         log.info("model.kmer_logits left out: the preset's bag-of-k-mers term needs single-base tokens (k = 1; "
                  "here k = %d)", cfg.k)
-    if cfg.model.kmer_logits and (cfg.k != 1 or windowed(preset, task)):
+    if cfg.model.kmer_logits and (cfg.k != 1 or windows):
         item = user.get("model.kmer_logits") or user.get("k")
         raise InputError(item.source if item else None, "model.kmer_logits needs a sequence classifier with "
                                                         f"single-base tokens (k = 1; here: {task}, k = {cfg.k})",
                          item.line if item else None)
-    if windowed(preset, task) and cfg.window_bp % cfg.stride:
+    if windows and cfg.window_bp % cfg.stride:
         item = user.get("window_bp") or user.get("stride")
         raise InputError(item.source if item else None, f"window_bp ({cfg.window_bp}) must be a multiple of stride "
                                                         f"({cfg.stride})", item.line if item else None)
     window_tokens = cfg.window_bp // cfg.stride
-    if windowed(preset, task) and cfg.model.mixer in LENGTH_LIMITED_MIXERS and 0 < cfg.model.max_len < window_tokens:
+    if windows and cfg.model.mixer in LENGTH_LIMITED_MIXERS and 0 < cfg.model.max_len < window_tokens:
         item = user.get("model.max_len") or user.get("window_bp") or user.get("model.mixer")
         raise InputError(item.source if item else None,
                          f"windows of {window_tokens} tokens (window_bp / stride) are longer than the "

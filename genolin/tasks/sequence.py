@@ -112,7 +112,7 @@ class SequenceData:
         ``rng``, each at random (rc_prob, shifts up to max_shift bases, bases substituted with mutate_prob, and
         with ``crop`` (min_bp, u_max) cropped around its centre to a length of its own, ``crop_length``). Lengths
         differ within a batch: measured better on held-out genomes than one length per batch, though the padding
-        makes a step slower (docs/benchmarks.md, "Centre crops")."""
+        makes a step slower (docs/benchmarks.md, "Quality of the recipe as shipped")."""
         arrays = []
         mutate = (rng, mutate_prob) if rng is not None and mutate_prob > 0 else None
         for i in indices:
