@@ -21,8 +21,9 @@ Mixers (``EncoderConfig.mixer``): softmax, linear, favor, hybrid, gla, deltanet,
 synthesizer: one class per kind in ``genolin.mixers`` (``genolin/mixers/<family>.py``), registered in ``MIXER_CLASSES``;
 each block builds its mixer by name (``build_mixer``).
 
-Memory: with gradients off and N > ``chunk_tokens`` the forward pass streams every sub-layer over chunks of
-tokens (norm, convolution, projections, attention state, MLP), so peak memory is a few (N, d) activations.
+Memory: with gradients off and N > ``chunk_tokens`` (on CUDA: and a batch of more than STREAM_CUDA_MIN_TOKENS) the
+forward pass streams every sub-layer over chunks of tokens (norm, convolution, projections, attention state, MLP),
+so peak memory is a few (N, d) activations.
 Training uses the plain path (the attention op itself still works in chunks); ``checkpointing`` recomputes each
 block in the backward pass, ``checkpoint_mlp`` each block's norm + MLP (the activations that take the most
 memory: 2 x hidden + hidden = about 8 d per token, against the mixer's few d); both together nest: inside each
@@ -158,6 +159,12 @@ class EncoderOutput:
 # ShortConv on CUDA: the channels-last form for sequences up to this many tokens (faster than conv1d for many short
 # rows, slower for a few long ones; docs/benchmarks.md); on a CPU always
 CHANNELS_LAST_CONV_MAX_TOKENS = 8192
+# Without gradients on CUDA a batch streams (``Encoder.streams``) only above this many block tokens (rows x tokens
+# after the stem): the streaming pass runs the attention state on PyTorch einsums and every projection twice, and
+# was 2-3x slower than the plain pass on the fused kernels for 100 kbp sequences (docs/benchmarks.md,
+# "Long-context classification"); one 1 Mbp sequence (250,000 block tokens at stride 4) still takes the plain pass.
+# On a CPU every sequence longer than chunk_tokens streams: bounded memory (1 Mbp within 2 GiB on 2 cores).
+STREAM_CUDA_MIN_TOKENS = 2**19
 
 
 class ShortConv(nn.Module):
@@ -476,9 +483,17 @@ class Encoder(nn.Module):
                      padding=cfg.stem_kernel // 2)
         return y[..., :n].transpose(1, 2)
 
+    def streams(self, rows: int, tokens: int, device: torch.device) -> bool:
+        """Whether ``encode`` without gradients streams a batch of ``rows`` sequences of ``tokens`` block tokens
+        (after a pooled stem): a streaming mixer and a sequence longer than chunk_tokens, and on CUDA more than
+        STREAM_CUDA_MIN_TOKENS block tokens in the batch."""
+        if not self.mixer_kind.streams or tokens <= self.cfg.chunk_tokens:
+            return False
+        return device.type != "cuda" or rows * tokens > STREAM_CUDA_MIN_TOKENS
+
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, *, stream: bool | None = None,
                x: torch.Tensor | None = None, padding: bool | None = None):
-        """ids (B, N) -> hidden (B, N, d). ``stream``: None = automatically when gradients are off and N > chunk.
+        """ids (B, N) -> hidden (B, N, d). ``stream``: None = when gradients are off and ``streams`` says so.
         ``x`` (B, N, d): token embeddings to use instead of ``embed(ids)`` (attributions differentiate through
         them: ``genolin.explain``). ``padding``: whether ``mask`` has padding, when the caller knows (None: look,
         which waits for the GPU's queue to drain)."""
@@ -496,7 +511,7 @@ class Encoder(nn.Module):
             x, mask = pool_groups(x, mask, cfg.stem_pool)
             mask_or_none = None if mask_or_none is None else mask
         if stream is None:
-            stream = not torch.is_grad_enabled() and x.shape[1] > cfg.chunk_tokens and self.mixer_kind.streams
+            stream = not torch.is_grad_enabled() and self.streams(x.shape[0], x.shape[1], x.device)
         elif stream and not self.mixer_kind.streams:
             raise ValueError(f"the {cfg.mixer} mixer has no streaming path ({listed(STREAMING_MIXERS)} have)")
         if stream:

@@ -81,8 +81,9 @@ def test_encoder_streaming_on_cuda(mixer):
     ids = torch.randint(5, cfg.vocab_size, (2, 20_000), device="cuda")
     ids[1, 15_000:] = 0
     with torch.no_grad():
-        streamed = model(ids)
+        streamed = model(ids, stream=True)
         plain = model(ids, stream=False)
+        assert not model.streams(*ids.shape, ids.device)  # 40,000 tokens on CUDA: the plain pass by default
     real = ids != 0
     assert torch.isfinite(streamed.track).all()
     assert rel(streamed.hidden[real], plain.hidden[real]) < 1e-4

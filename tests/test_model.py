@@ -90,6 +90,18 @@ def test_streaming_equals_plain_forward(mixer, causal, stem, monkeypatch):
     assert torch.allclose(other.hidden[real], plain.hidden[real], atol=1e-10)
 
 
+def test_which_batches_stream():
+    """A CPU streams any sequence longer than a chunk; CUDA only batches of more than STREAM_CUDA_MIN_TOKENS block
+    tokens (the plain pass runs the fused kernels); mixers without a streaming path never do."""
+    from genolin.model import STREAM_CUDA_MIN_TOKENS
+    m = model(small("hybrid"))  # chunk_tokens 16
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert not m.streams(64, 16, cpu) and m.streams(1, 17, cpu)
+    assert not m.streams(8, 25_000, cuda) and not m.streams(1, 250_000, cuda)
+    assert not m.streams(1, STREAM_CUDA_MIN_TOKENS, cuda) and m.streams(2, STREAM_CUDA_MIN_TOKENS // 2 + 1, cuda)
+    assert not model(small("gla")).streams(1, 10**7, cpu)
+
+
 @pytest.mark.parametrize("mixer", MIXERS)
 def test_causal_step_equals_parallel(mixer):
     m = model(small(mixer, causal=True, feature_dim=4 if mixer == "hybrid" else None))

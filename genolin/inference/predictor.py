@@ -21,7 +21,7 @@ from genolin.inference.pipeline import PIECES_AHEAD, computed_ahead
 from genolin.inference.ranks import region_probs_everywhere, region_probs_shared, write_shares
 from genolin.inference.views import finite, log_mean_over_views, mean_over_views, members_mean, views_of
 from genolin.inference.windows import Piece
-from genolin.model import STREAMING_MIXERS, Encoder
+from genolin.model import Encoder
 from genolin.tasks import SequenceData, Task, TrackData
 
 
@@ -97,20 +97,30 @@ class Predictor:
 
     # -- labelled or unlabelled sequences --------------------------------------------------------------------
     def _per_batch(self, data: SequenceData, rc_average: bool, score):
-        """(indices, [score(ids, mask) of each view]) for each batch of ``data``; the views: ``views_of``."""
+        """(indices, [score(ids, mask) of each view] as host arrays) for each batch of ``data``; the views:
+        ``views_of``. ``score`` returns a tensor on the device, brought back one batch late: the next batch is
+        collated (on the CPU) and queued while the device still works on this one. On CUDA the tokens go from
+        pinned memory, so their copy queues too instead of waiting for the device."""
         views = views_of(rc_average, self.shift_views)
         self.check_memory(data)
+        pin = self.device.type == "cuda"
+        pending = None
         for indices in data.batches(self.batch_size, self.max_tokens, None):
             batches = [data.collate(indices, rc=rc, shift=shift) for rc, shift in views]
             try:
-                scores = [score(b.ids, b.mask) for b in batches]
+                scores = [score(b.ids.pin_memory() if pin else b.ids, b.mask.pin_memory() if pin else b.mask)
+                          for b in batches]
+                if pending is not None:
+                    yield pending[0], [finite(t.cpu().numpy()) for t in pending[1]]
             except (torch.OutOfMemoryError, RuntimeError) as exc:  # the estimate of check_memory is not exact
                 if not memory.is_out_of_memory(exc):
                     raise
                 raise InputError(data.dataset.source, f"out of memory scoring a batch of {len(indices)} "
                                                       f"sequence(s) of up to {int(data.lengths[indices].max()):,} "
                                                       f"tokens; give a smaller --batch-size") from None
-            yield indices, scores
+            pending = indices, scores
+        if pending is not None:
+            yield pending[0], [finite(t.cpu().numpy()) for t in pending[1]]
 
     def check_memory(self, data: SequenceData) -> None:
         """An InputError before the first batch when the largest batch of ``data`` would not fit the device's memory
@@ -118,7 +128,8 @@ class Predictor:
         tokens, what = data.largest_batch(self.batch_size, self.max_tokens)
         cfg = self.model.cfg
         longest = int(data.lengths.max()) if len(data) else 0
-        stream = cfg.mixer in STREAMING_MIXERS and longest // cfg.stem_pool > cfg.chunk_tokens
+        block_tokens = -(-longest // cfg.stem_pool)
+        stream = self.model.streams(max(tokens // max(longest, 1), 1), block_tokens, self.device)
         n_params = sum(m.n_parameters() for m, _ in self.members)
         needed = memory.inference_bytes(cfg, tokens, n_params, stream=stream, amp=self.amp)
         memory.check_fits(needed, self.device, f"scoring a batch of {tokens:,} tokens ({what})",
@@ -127,8 +138,7 @@ class Predictor:
     def sequence_probs(self, data: SequenceData, *, rc_average: bool = False) -> np.ndarray:
         """(n, C) class probabilities, in the order of ``data`` (the mean over the views of ``_per_batch``)."""
         out = np.zeros((len(data), self.model.cfg.n_classes), dtype=np.float64)
-        for indices, views in self._per_batch(data, rc_average,
-                                              lambda ids, mask: finite(self.probabilities(ids, mask).cpu().numpy())):
+        for indices, views in self._per_batch(data, rc_average, self.probabilities):
             out[indices] = mean_over_views(views)
         return out
 
@@ -139,7 +149,7 @@ class Predictor:
         def log_probs(ids, mask):  # an ensemble: the log of its members' mean probability
             lp = torch.stack([torch.log_softmax(self.outputs(ids, mask, model).logits.double(), -1)
                               for model, _ in self.members])
-            return finite((torch.logsumexp(lp, 0) - np.log(len(self.members))).cpu().numpy())
+            return torch.logsumexp(lp, 0) - np.log(len(self.members))
 
         out = np.zeros((len(data), self.model.cfg.n_classes), dtype=np.float64)
         for indices, views in self._per_batch(data, rc_average, log_probs):  # the log of the views' mean
