@@ -542,6 +542,8 @@ class DataSpec:
     val_csv: str | None = None
     val_labels: str | None = None
     val_tss: list[str] = dataclasses.field(default_factory=list)
+    # genomes: contigs to read as circular besides those whose FASTA header says so, by name, or ["all"]
+    circular: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_dict(cls, values: dict) -> DataSpec:

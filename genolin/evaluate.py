@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from genolin.config import DataSpec
+from genolin.errors import InputError
 from genolin.inference import describe_views
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
              ) -> tuple[dict, Path]:
     """Metrics of ``run`` (a genolin.inference.Run) on ``inputs``, and the report written to ``out_dir``."""
     task = run.task
+    if inputs.circular and not task.has_track:
+        raise InputError(None, "--circular is for the genomes a track model reads, not for sequences")
     eval_set = task.load_evaluation(inputs, held_out=held_out)
     metrics, scored = task.evaluate(run.predictor, eval_set, rc_average=rc_average, threshold=threshold,
                                     min_distance_bp=min_distance_bp, progress=progress)

@@ -1,12 +1,13 @@
 """Promoter calls: local maxima of a per-bin probability track, streamed.
 
-    PeakCaller(threshold, distance_bins).feed(first_bin, probs, final=) -> [(bin, p)] called on one strand
-    StrandedPeaks(threshold, distance_bins).feed(contig, first_bin, probs (n, 2), final=) -> a contig's calls on
-        both strands, [(bin, p, "+" or "-")] sorted, at its last piece
+    PeakCaller(threshold, distance_bins, circle=).feed(first_bin, probs, final=) -> [(bin, p)] called on one strand
+    StrandedPeaks(threshold, distance_bins, circles).feed(contig, first_bin, probs (n, 2), final=) -> a contig's
+        calls on both strands, [(bin, p, "+" or "-")] sorted, at its last piece
 
 A bin is called when its probability is at least the threshold and the highest within ``distance_bins`` bins on
-its strand (of equal neighbours the leftmost). ``genolin predict`` writes the calls (OUT.peaks.bed); the track
-task's scoring matches them to annotated TSSs.
+its strand (of equal neighbours the leftmost). On a circular contig of n bins (``circle``) the bins within
+``distance_bins`` of the origin count those across it as neighbours: bin 0 follows bin n - 1. ``genolin predict``
+writes the calls (OUT.peaks.bed); the track task's scoring matches them to annotated TSSs.
 """
 
 from __future__ import annotations
@@ -27,19 +28,39 @@ def window_max(a: np.ndarray, width: int) -> np.ndarray:
 class PeakCaller:
     """Streaming local maxima on one strand of one contig: bin i is called if p_i >= threshold, p_i > every p in
     [i - d, i) and p_i >= every p in (i, i + d] (so of equal neighbours the leftmost wins). Bins arrive in order;
-    a bin is decided once d bins past it have arrived (or at the contig's end)."""
+    a bin is decided once d bins past it have arrived (or at the contig's end).
 
-    def __init__(self, threshold: float, distance_bins: int, first_bin: int = 0):
+    ``circle``: the stretch is a whole circular contig of this many bins, from bin 0. Its first 2d bins are kept
+    and, after its last bin, fed again as bins n .. n + 2d: bins n - d .. n are then decided with the origin's bins
+    as their right neighbours, and bins 0 .. d (decided again there as bins n .. n + d, their first decision
+    dropped) with the contig's last bins as their left ones. A circle of 2d bins or fewer is read as a line."""
+
+    def __init__(self, threshold: float, distance_bins: int, first_bin: int = 0, *, circle: int | None = None):
         self.threshold, self.d = threshold, max(0, distance_bins)
-        self.reset(first_bin)
+        self.reset(first_bin, circle)
 
-    def reset(self, first_bin: int = 0) -> None:
-        """Start a new stretch of bins at ``first_bin``."""
+    def reset(self, first_bin: int = 0, circle: int | None = None) -> None:
+        """Start a new stretch of bins at ``first_bin`` (a circle of ``circle`` bins: at 0)."""
         self.buf = np.zeros(0, dtype=np.float32)  # bins [offset, offset + len(buf)), in the dtype fed
         self.offset = first_bin
         self.decided = first_bin  # bins before this are decided
+        self.circle = circle if circle is not None and self.d and circle > 2 * self.d else None
+        self.head: np.ndarray | None = None  # a circle's first 2d bins
 
     def feed(self, first_bin: int, probs: np.ndarray, *, final: bool = False) -> list[tuple[int, float]]:
+        """The calls decided by these bins (a circle's bins near the origin come at its last piece, last)."""
+        if self.circle is None:
+            return self._feed(first_bin, probs, final=final)
+        d, n = self.d, self.circle
+        if self.head is None or len(self.head) < 2 * d:
+            more = np.array(probs[: 2 * d - (0 if self.head is None else len(self.head))])
+            self.head = more if self.head is None else np.concatenate([self.head, more])
+        peaks = [(b, p) for b, p in self._feed(first_bin, probs) if b >= d]
+        if final:
+            peaks += [(b - n if b >= n else b, p) for b, p in self._feed(n, self.head, final=True) if b < n + d]
+        return peaks
+
+    def _feed(self, first_bin: int, probs: np.ndarray, *, final: bool = False) -> list[tuple[int, float]]:
         if first_bin != self.offset + len(self.buf):
             raise ValueError("bins must arrive in order")
         probs = np.asarray(probs)  # float32 stays float32 (a float64 copy cost a pass; comparisons are the same)
@@ -74,10 +95,12 @@ class PeakCaller:
 
 class StrandedPeaks:
     """Calls on both strands of pieces (contig, first bin, probs (n, 2)) that come in genome order, each contig's
-    from its first bin: one ``PeakCaller`` per strand, started anew at each contig."""
+    from its first bin: one ``PeakCaller`` per strand, started anew at each contig. ``circles``: contig -> bins of
+    the circular contigs (their whole circle comes, from bin 0)."""
 
-    def __init__(self, threshold: float, distance_bins: int):
+    def __init__(self, threshold: float, distance_bins: int, circles: dict[str, int] | None = None):
         self.callers = [PeakCaller(threshold, distance_bins) for _ in range(2)]
+        self.circles = circles or {}
         self.contig: str | None = None
         self.calls: list[tuple[int, float, str]] = []
 
@@ -87,7 +110,7 @@ class StrandedPeaks:
         if contig != self.contig:
             self.contig, self.calls = contig, []
             for caller in self.callers:
-                caller.reset()
+                caller.reset(0, self.circles.get(contig))
         for strand, caller in enumerate(self.callers):
             self.calls += [(b, p, "+-"[strand]) for b, p in caller.feed(first_bin, probs[:, strand], final=final)]
         return sorted(self.calls) if final else None

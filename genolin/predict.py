@@ -8,7 +8,8 @@ The run's task writes its outputs (``genolin.tasks``), the model runs through ``
 - track model: OUT is a prefix for OUT.plus.bedGraph and OUT.minus.bedGraph (per-bin promoter probability,
   calibrated to the training positive rate, covering every contig) and OUT.peaks.bed (BED6 calls: local maxima at
   or above the threshold, at least min_distance bp apart on a strand) (``TrackTask.predict``). Genomes stream
-  through overlapping windows, so memory does not grow with the genome.
+  through overlapping windows, so memory does not grow with the genome; the windows of a circular contig
+  (``inputs.circular``, or its FASTA header) run on across its origin.
 Every output is written under a temporary name and renamed when complete.
 """
 
@@ -17,11 +18,14 @@ from __future__ import annotations
 import os
 
 from genolin.config import DataSpec
+from genolin.errors import InputError
 from genolin.tasks import PredictOptions
 
 
 def predict(run, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions | None = None) -> str:
     """Write the predictions of ``run`` (a genolin.inference.Run) for ``inputs``; returns what was written."""
+    if inputs.circular and not run.task.has_track:
+        raise InputError(None, "--circular is for the genomes a track model reads, not for sequences")
     return run.task.predict(run.predictor, inputs, out, options or PredictOptions())
 
 

@@ -186,6 +186,45 @@ def test_plain_gzip_and_bgzip_give_the_same_records(tmp_path):
     assert (tmp_path / "a.fa.fai").exists()
 
 
+CIRCULAR_HEADERS = {  # header after '>' -> circular
+    "chr1 Escherichia coli K-12 [location=chromosome] [topology=circular]": True,
+    "pX1 length=5000 depth=1.00x circular=true": True,
+    "c3 Topology=Circular": True,
+    "c4 circular=TRUE;": True,
+    "c5 [topology=linear]": False,
+    "c6 circular=false": False,
+    "c7 complete genome": False,
+    "c8": False,
+    "c9 topology=circularish note=circular=true-ish": False,
+    "c10 topology=circular circular=false": False,  # the last mark wins
+}
+
+
+def test_header_words_mark_records_circular(tmp_path):
+    """``topology=circular`` (bracketed or not) and ``circular=true``, any case, mark a record circular, in the
+    streaming reader and in every kind of random access (plain and BGZF through the index, with CRLF lines and
+    blank lines before the first record; plain gzip read into memory)."""
+    text = "".join(f">{h}\nACGTACGTAC\nGT\n" for h in CIRCULAR_HEADERS)
+    want = {h.split()[0] for h, c in CIRCULAR_HEADERS.items() if c}
+    assert {r.name for r in read_fasta_from_text(tmp_path, text) if r.circular} == want
+    variants = {"a.fa": text.encode(), "b.fa": ("\n\n" + text.replace("\n", "\r\n")).encode()}
+    for name, data in variants.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "c.fa.gz").write_bytes(gzip.compress(text.encode()))
+    write_bgzf(tmp_path / "d.fa.bgz", text.encode())
+    for name in ("a.fa", "b.fa", "c.fa.gz", "d.fa.bgz"):
+        genome = Genome(tmp_path / name)
+        assert (genome._faidx is None) == (name == "c.fa.gz")
+        assert genome.circular == want, name
+        genome.close()
+
+
+def read_fasta_from_text(folder, text: str):
+    path = folder / "text.fa"
+    path.write_text(text)
+    return list(read_fasta(path))
+
+
 def test_index_goes_to_cache_when_folder_is_read_only(tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import averaging_options, window_option
+from genolin.cli.options import averaging_options, circular_option, window_option
 
 
 @click.command(context_settings={"show_default": True})
@@ -18,6 +18,7 @@ from genolin.cli.options import averaging_options, window_option
 @click.option("--tss", multiple=True, metavar="BED",
               help="TSS BED for genome evaluation of a track model: once per --fasta (paired in order) or once for "
                    "all; metrics per genome and over all.")
+@circular_option
 @click.option("--out", metavar="DIR", default=None,
               help="Report folder [default: RUN_DIR/evaluation; an ensemble needs --out].")
 @averaging_options
@@ -34,8 +35,8 @@ from genolin.cli.options import averaging_options, window_option
                    "out, with a warning naming them. --held-out: the end of every contig that training holds out "
                    "(val_fraction). --whole-genome: every bin, training part included (with a warning).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, shift_average, window_bp, threshold, min_distance,
-             held_out, device) -> None:
+def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shift_average, window_bp, threshold,
+             min_distance, held_out, device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
     from genolin.config import DataSpec
     from genolin.evaluate import evaluate as run_evaluation
@@ -44,7 +45,8 @@ def evaluate(model_dirs, fasta, csv, labels, tss, out, rc_average, shift_average
     if len(model_dirs) > 1 and out is None:
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
     run = load_run(list(model_dirs), device, shift_views=shift_average, window_bp=window_bp)
-    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss))
+    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss),
+                      circular=list(circular))
     run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=run.rc_average(rc_average),
                    threshold=run.decision_threshold(threshold),
                    min_distance_bp=min_distance, held_out=held_out)

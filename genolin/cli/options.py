@@ -1,5 +1,5 @@
 """Options that ``predict`` and ``evaluate`` share: how a run's probabilities are averaged over views of each input,
-and the genome windows a track model reads."""
+and the genome windows a track model reads; and, with ``train``, which contigs of a genome are circular."""
 
 from __future__ import annotations
 
@@ -18,6 +18,22 @@ def averaging_options(command):
         "--rc-average/--no-rc-average", default=None,
         help="Average forward and reverse-complement predictions [default: on for sequence classifiers trained "
              "with reverse complements (the small and base presets), else off].")(command)
+
+
+def _names(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
+    """Repeated and comma-separated names -> one tuple of names."""
+    return tuple(name.strip() for v in value for name in v.split(",") if name.strip())
+
+
+def circular_option(command):
+    """``--circular NAMES`` (repeatable, comma-separated) -> a tuple of contig names, or ("all",)
+    (``DataSpec.circular``)."""
+    return click.option(
+        "--circular", multiple=True, metavar="NAMES", callback=_names, show_default=True,
+        help="Track: read these contigs as circular (comma-separated contig names, or all): windows run on across "
+             "the origin, so a promoter near position 0 sees its real upstream context; outputs stay in the "
+             "contig's coordinates. Contigs whose FASTA header says topology=circular or circular=true are "
+             "circular anyway [default: those only].")(command)
 
 
 def window_option(command):

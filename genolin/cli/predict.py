@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import averaging_options, window_option
+from genolin.cli.options import averaging_options, circular_option, window_option
 
 
 @click.command(context_settings={"show_default": True})
@@ -25,6 +25,7 @@ from genolin.cli.options import averaging_options, window_option
               help="Track: the per-strand values as OUT.plus/minus.bedGraph (text) or OUT.plus/minus.bw (bigWig).")
 @click.option("--contig", "contigs", multiple=True, metavar="NAME",
               help="Track: predict only this contig (repeatable; outputs keep the FASTA's order) [default: all].")
+@circular_option
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Track: called promoters on one strand are at least this many bp apart.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
@@ -33,7 +34,7 @@ from genolin.cli.options import averaging_options, window_option
               help="Run the model's blocks through torch.compile (compiling takes seconds on a machine's first run). "
                    "Off by default: eager batches replay CUDA graphs, which compiled blocks cannot, and run faster.")
 def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, threshold, track_format, contigs,
-            min_distance, batch_size, device, compile_model) -> None:
+            circular, min_distance, batch_size, device, compile_model) -> None:
     """Predict promoters with a trained model."""
     import logging
     import time
@@ -48,7 +49,7 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, t
     # under torchrun the genome's windows are shared out over the processes
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
                    shift_views=shift_average, window_bp=window_bp)
-    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
+    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
     options = PredictOptions(rc_average=run.rc_average(rc_average), threshold=run.decision_threshold(threshold),
                              min_distance_bp=min_distance, track_format=track_format,
                              contigs=tuple(contigs))

@@ -6,6 +6,8 @@ import dataclasses
 
 import click
 
+from genolin.cli.options import circular_option
+
 DEVICES = click.Choice(["auto", "cpu", "cuda"])
 
 
@@ -24,6 +26,7 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
 @click.option("--val-tss", multiple=True, metavar="BED",
               help="TSS BED(s) of the --val-fasta genomes, as --tss (default for tracks: validation on the held-out "
                    "end of each training contig).")
+@circular_option
 @click.option("--out", metavar="RUN_DIR", help="Run directory to create (config, weights, metrics, log).")
 @click.option("--preset", type=click.Choice(["tiny", "small", "base"]), default="tiny",
               help="Model size and budget; tiny trains on 2 CPU cores in minutes. Sequence sets whose longest input "
@@ -44,8 +47,8 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Batch size [default: from the preset].")
 @click.option("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR (its data and settings; --epochs, "
                                                    "--max-steps and --max-minutes may change).")
-def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out, preset, config_yaml, set_values,
-          device, seed, epochs, max_steps, max_minutes, batch_size, resume) -> None:
+def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circular, out, preset, config_yaml,
+          set_values, device, seed, epochs, max_steps, max_minutes, batch_size, resume) -> None:
     """Train a promoter model.
 
     \b
@@ -79,6 +82,8 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
                 raise click.UsageError("--val-fasta of a track model needs --val-tss")
         else:
             task = "sequence"
+            if circular:
+                raise click.UsageError("--circular is for the genomes of a track model (with --tss)")
             if bool(csv) == bool(fasta):
                 raise click.UsageError("give the training sequences as --csv or as --fasta (not both)")
             if len(fasta) > 1 or len(val_fasta) > 1:
@@ -86,7 +91,7 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, out,
         settings = (read_yaml_config(config_yaml) if config_yaml else []) + parse_settings(set_values)
         settings += [Setting(k, v, f"--{k.replace('_', '-')}") for k, v in cli_values.items()]
         spec = DataSpec(task=task, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss), val_fasta=list(val_fasta),
-                        val_csv=val_csv, val_labels=val_labels, val_tss=list(val_tss))
+                        val_csv=val_csv, val_labels=val_labels, val_tss=list(val_tss), circular=list(circular))
         cfg = configure(preset, settings, spec)
     summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
     logging.getLogger("genolin").info(

@@ -8,7 +8,9 @@ each keeps, and how a batch's kept bins become the pieces ``Predictor.region_pro
 
 Windows of ``window_bins`` bins overlap by 2 * margin bins and keep their centre; the first and last window of a
 region keep their outer edge, so every bin of a region is kept exactly once. Bins are absolute (bin b covers
-[b * stride, (b + 1) * stride) of its contig).
+[b * stride, (b + 1) * stride) of its contig). A region that is a whole circular contig (``TrackData.wraps``) has
+no outer edge: its first window starts margin bins before the origin (at a negative bin, read from the contig's
+end) and its last runs margin bins past the end (read from its start), so every bin keeps a window's centre.
 """
 
 from __future__ import annotations
@@ -35,22 +37,42 @@ def plan_batches(data: TrackData, regions, window_bp: int | None, batch_size: in
     """Batches of at most ``batch_size`` (window, keep_from, keep_to) over the regions (contig, a, b) in order:
     windows of ``window_bins`` overlapping by 2 * margin bins, each keeping its centre (a region's first and last
     window keep their outer edge)."""
-    stride = data.stride
     nb, margin = window_bins(data, window_bp)
     pending: Batch = []
-    for contig, a, b in regions:
-        first, end = a // stride, -(-b // stride)
-        b0 = keep_from = first
-        while keep_from < end:
-            nbins = min(nb, end - b0)
-            keep_to = end if b0 + nbins >= end else b0 + nb - margin
-            pending.append((Window(contig, b0 * stride, nbins), keep_from, keep_to))
-            keep_from, b0 = keep_to, max(keep_to - margin, first)
+    for region in regions:
+        for window in (circle_windows if data.wraps(region) else region_windows)(data, region, nb, margin):
+            pending.append(window)
             if len(pending) == batch_size:
                 yield pending
                 pending = []
     if pending:
         yield pending
+
+
+def region_windows(data: TrackData, region, nb: int, margin: int) -> Iterator[tuple[Window, int, int]]:
+    """(window, keep_from, keep_to) over a region (contig, a, b) read as a line: its first and last window keep
+    their outer edge."""
+    contig, a, b = region
+    first, end = a // data.stride, -(-b // data.stride)
+    b0 = keep_from = first
+    while keep_from < end:
+        nbins = min(nb, end - b0)
+        keep_to = end if b0 + nbins >= end else b0 + nb - margin
+        yield Window(contig, b0 * data.stride, nbins), keep_from, keep_to
+        keep_from, b0 = keep_to, max(keep_to - margin, first)
+
+
+def circle_windows(data: TrackData, region, nb: int, margin: int) -> Iterator[tuple[Window, int, int]]:
+    """(window, keep_from, keep_to) over a whole circular contig (contig, 0, length): windows from margin bins
+    before the origin, each keeping its centre, the last running margin bins past the end (a contig shorter than
+    a window: one window of it and margin bins either side)."""
+    contig, _, b = region
+    end = -(-b // data.stride)
+    b0, keep_from = -margin, 0
+    while keep_from < end:
+        keep_to = min(b0 + nb - margin, end)
+        yield Window(contig, b0 * data.stride, min(nb, keep_to + margin - b0)), keep_from, keep_to
+        keep_from, b0 = keep_to, keep_to - margin
 
 
 def window_codes(data: TrackData, batch: Batch, rows: int, tokens: int, rc_average: bool

@@ -3,6 +3,10 @@
 Files may be plain, gzip or bgzip (BGZF), hold any number of records, use LF or CRLF line endings, blank
 lines and wrapped or unwrapped sequence lines. A record's name is the first word of its header line.
 
+A record is circular when a word of its header says so (``topology=circular``, as NCBI's submission-format
+headers write it, also in brackets: ``[topology=circular]``; or ``circular=true``, as assemblers such as Unicycler
+write it); ``topology=linear`` and ``circular=false`` say linear, as does a header saying neither.
+
 Sequences come out *normalised* as ``bytes`` over the alphabet ``ACGTN``: lower-case (soft-masked) bases are
 upper-cased, ``U`` is read as ``T``, and the IUPAC ambiguity codes R Y S W K M B D H V N become ``N``. Anything
 else (protein letters, digits, ``-``, ``*``, ``.``, control bytes) is an :class:`~genolin.errors.InputError`
@@ -10,12 +14,14 @@ naming the file, the line and the record.
 
 - :func:`read_fasta` streams records one at a time (memory: one record), validating everything: the whole file
   is read, so it also catches empty files, FASTQ, binary data, corrupt gzip and duplicate names.
-- :class:`Genome` gives random access (``fetch(name, start, end)``) through pyfaidx with a ``.fai`` (and ``.gzi``
-  for BGZF) index that is built when missing; plain gzip or irregularly wrapped files are loaded into memory.
+- :class:`Genome` gives random access (``fetch(name, start, end)``; ``circular``: the names of the records marked
+  circular) through pyfaidx with a ``.fai`` (and ``.gzi`` for BGZF) index that is built when missing; plain gzip
+  or irregularly wrapped files are loaded into memory.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -46,15 +52,33 @@ del _b, _NORM
 
 @dataclass(frozen=True, slots=True)
 class FastaRecord:
-    """One record: ``seq`` normalised to ``ACGTN`` bytes; ``line`` is the 1-based line of the header."""
+    """One record: ``seq`` normalised to ``ACGTN`` bytes; ``line`` is the 1-based line of the header; ``circular``:
+    its header marks it circular (``header_circular``)."""
 
     name: str
     description: str
     seq: bytes
     line: int
+    circular: bool = False
 
     def __len__(self) -> int:
         return len(self.seq)
+
+
+CIRCULAR_WORDS = {"topology=circular": True, "circular=true": True, "topology=linear": False,
+                  "circular=false": False}
+
+
+def header_circular(description: str) -> bool:
+    """Whether a header's description (the text after the name) marks the record circular: a word
+    ``topology=circular`` or ``circular=true`` (any case, bracketed or not); the last such word (or its linear
+    counterpart) wins."""
+    circular = False
+    for word in description.split():
+        mark = CIRCULAR_WORDS.get(word.strip("[];,").lower())
+        if mark is not None:
+            circular = mark
+    return circular
 
 
 def normalise(raw: bytes, *, path=None, where=None, what: str = "sequence") -> bytes:
@@ -127,7 +151,7 @@ def read_fasta(
         body = None  # memory: only the normalised sequence lives on while the consumer holds the record
         if not seq and not allow_empty:
             raise InputError(path, f"record {name!r} has an empty sequence", line)
-        yield FastaRecord(name, description.strip(), seq, line)
+        yield FastaRecord(name, description.strip(), seq, line, header_circular(description))
 
 
 def _raw_records(path, progress) -> Iterator[tuple[int, bytes, list[bytes]]]:
@@ -274,8 +298,34 @@ class Genome:
     def names(self) -> list[str]:
         return list(self.lengths)
 
+    @functools.cached_property
+    def circular(self) -> frozenset[str]:
+        """The names of the records whose header marks them circular (``header_circular``). Indexed files: each
+        header is read where the index says its record starts (one seek per record, on first use)."""
+        if self._memory is not None:
+            return self._circular
+        found = set()
+        try:
+            with self._faidx.lock:
+                for name in self.lengths:
+                    # the text from the previous record's end to this one's sequence: '>' name description
+                    header = self._faidx.get_long_name(name).split("\n>")[-1]
+                    if header_circular((header.split(None, 1) + [""])[1]):
+                        found.add(name)
+        except UnicodeDecodeError:  # a header pyfaidx cannot decode: the streaming reader's decoding instead
+            found = {rec.name for rec in read_fasta(self.path) if rec.circular}
+        except (struct.error, OSError, EOFError, zlib.error, ValueError) as exc:
+            raise InputError(self.path, f"corrupt or truncated, or changed since its index was built (reading the "
+                                        f"record headers: {exc})") from None
+        return frozenset(found)
+
     def _load_memory(self) -> None:
-        self._memory = read_fasta_dict(self.path)
+        self._memory, circular = {}, set()
+        for rec in read_fasta(self.path):
+            self._memory[rec.name] = rec.seq
+            if rec.circular:
+                circular.add(rec.name)
+        self._circular = frozenset(circular)
 
     def _open_faidx(self, kind: str) -> None:  # a BGZF file's end was checked by open_binary in __init__
         import pyfaidx

@@ -11,6 +11,15 @@ Head: 2 logits per token; loss: binary cross-entropy on real bins with ``pos_wei
 balancing the training positive rate); probabilities: sigmoid of the logits minus ln(pos_weight), i.e. calibrated
 back to the training positive rate (the ranking, hence AUROC / AUPRC, is unchanged).
 
+Circular contigs (those whose FASTA header says ``topology=circular`` or ``circular=true``, and those named by
+``DataSpec.circular``, "all" for every one): a region that is a whole circular contig is read as a circle. Its
+training windows start anywhere on it and run on across the origin; its prediction windows start before the origin
+and end past the contig's end, so every bin has its real context; TSS positions repeat every turn, so a TSS at 5 is
+at 5 + length - start in a window that starts before the end and wraps; calls are decided with the bins across the
+origin as neighbours. Outputs stay in the contig's coordinates, each bin once. A part of a contig (the held-out end
+and the training part before it) stays a linear stretch, so no window of one reads the other; the k - 1 bases of
+k-mer context beyond a circular contig's end are always its other end's.
+
 Several genomes: one FASTA each (named by file name), TSS BEDs paired with them in order or one BED naming contigs
 of all; training windows are drawn across genomes in proportion to their length.
 
@@ -56,12 +65,13 @@ from genolin.tokenize import kmer_ids, reverse_complement
 log = logging.getLogger(__name__)
 
 Region = tuple[str, int, int]  # (contig, start, end) in bp, 0-based half-open
+CIRCULAR_ALL = "all"  # DataSpec.circular: every contig is circular
 
 
 @dataclass(frozen=True)
 class Window:
     contig: str
-    start: int  # a multiple of the stride
+    start: int  # a multiple of the stride; a circular contig's may be negative, or the window run past its end
     bins: int
 
 
@@ -69,11 +79,14 @@ class TrackData:
     """Windows of one or more genomes with per-bin, per-strand TSS targets.
 
     Contigs are keyed by name; when two genomes share a contig name (chr1, X, ...), every contig is keyed
-    ``<genome name>:<contig>`` instead (``tss`` intervals then name contigs by those keys).
+    ``<genome name>:<contig>`` instead (``tss`` intervals then name contigs by those keys). ``circular``: the
+    keys of the circular contigs (records with bases): those their FASTA header marks, and those named in
+    ``circular`` (by name or key; ``CIRCULAR_ALL``: every contig); names that are no contig here are left to
+    ``check_circular``, which knows every genome of a run.
     """
 
     def __init__(self, genomes: Genome | list[Genome], tss: list[Interval], *, window_bp: int, k: int, stride: int,
-                 tolerance_bins: int = 0, tss_source: str = "TSS BED"):
+                 tolerance_bins: int = 0, tss_source: str = "TSS BED", circular: list[str] | tuple[str, ...] = ()):
         if window_bp % stride:
             raise ValueError(f"window_bp ({window_bp}) must be a multiple of stride ({stride})")
         self.genomes = [genomes] if isinstance(genomes, Genome) else list(genomes)
@@ -82,10 +95,14 @@ class TrackData:
         self.lengths: dict[str, int] = {}
         self._genome_of: dict[str, Genome] = {}
         self._contig: dict[str, str] = {}  # key -> the contig's name in its FASTA
+        self.circular: set[str] = set()
+        named = set(circular)
         for genome, gname in zip(self.genomes, self.genome_names, strict=True):
             for contig, length in genome.lengths.items():
                 key = f"{gname}:{contig}" if self.qualified else contig
                 self.lengths[key], self._genome_of[key], self._contig[key] = length, genome, contig
+                if length and ({CIRCULAR_ALL, contig, key} & named or contig in genome.circular):
+                    self.circular.add(key)
         where = ", ".join(str(g.path) for g in self.genomes)
         plus: dict[str, list[int]] = {c: [] for c in self.lengths}
         minus: dict[str, list[int]] = {c: [] for c in self.lengths}
@@ -103,9 +120,10 @@ class TrackData:
                     for c in self.lengths}
 
     @classmethod
-    def load(cls, fastas: list[str], tss_paths: list[str], cfg: TrainConfig) -> TrackData:
+    def load(cls, fastas: list[str], tss_paths: list[str], cfg: TrainConfig, circular: list[str] | tuple[str, ...] = ()
+             ) -> TrackData:
         """Genomes and their TSS BEDs (one per FASTA, in order, or one naming contigs of all; none to predict) with
-        the run's window, k, stride and tolerance."""
+        the run's window, k, stride and tolerance; ``circular``: contigs to read as circular (``TrackData``)."""
         from genolin.io.bed import read_bed
 
         genomes = [Genome(p) for p in fastas]
@@ -124,7 +142,8 @@ class TrackData:
         elif tss_paths:
             tss = read_bed(tss_paths[0], {c: n for g in genomes for c, n in g.lengths.items()})
         return cls(genomes, tss, window_bp=cfg.window_bp, k=cfg.k, stride=cfg.stride,
-                   tolerance_bins=cfg.tolerance_bins, tss_source=tss_paths[0] if len(tss_paths) == 1 else "TSS BED")
+                   tolerance_bins=cfg.tolerance_bins, tss_source=tss_paths[0] if len(tss_paths) == 1 else "TSS BED",
+                   circular=circular)
 
     @property
     def genome_names(self) -> list[str]:
@@ -141,8 +160,14 @@ class TrackData:
     def whole(self) -> list[Region]:
         return [(c, 0, n) for c, n in self.lengths.items()]
 
+    def wraps(self, region: Region) -> bool:
+        """Whether ``region`` is a whole circular contig, read as a circle: its windows run on across the origin."""
+        contig, a, b = region
+        return contig in self.circular and a == 0 and b == self.lengths[contig]
+
     def split(self, val_fraction: float) -> tuple[list[Region], list[Region]]:
-        """(train regions, validation regions): the last ``val_fraction`` of each contig is held out."""
+        """(train regions, validation regions): the last ``val_fraction`` of each contig is held out (a circular
+        contig's two parts are linear stretches: no training window reads held-out bases)."""
         train, val = [], []
         for contig, length in self.lengths.items():
             cut = int(length * (1 - val_fraction)) // self.stride * self.stride
@@ -153,8 +178,9 @@ class TrackData:
         return train, val
 
     def check_fits(self, regions: list[Region], what: str) -> list[Region]:
-        """Regions long enough for one window (plus k-mer context); InputError when none is."""
-        usable = [r for r in regions if r[2] - r[1] >= self.window_bp + self.k - 1]
+        """Regions long enough for one window (plus k-mer context; a circle: a window without a base twice);
+        InputError when none is."""
+        usable = [r for r in regions if r[2] - r[1] >= self.window_bp + (0 if self.wraps(r) else self.k - 1)]
         if not usable:
             longest = max((r[2] - r[1] for r in regions), default=0)
             raise InputError(self.genomes[0].path, f"the window of {self.window_bp:,} bp is longer than every contig's "
@@ -163,8 +189,10 @@ class TrackData:
 
     def random_windows(self, regions: list[Region], rng: np.random.Generator, count: int | None = None
                        ) -> list[Window]:
-        """Windows at random offsets inside the regions (never crossing their ends, k-mer context included)."""
-        spans = np.array([r[2] - r[1] - self.window_bp - self.k + 2 for r in regions], dtype=np.float64)
+        """Windows at random offsets inside the regions (never crossing their ends, k-mer context included; a
+        circle's start anywhere on it, running on across the origin)."""
+        spans = np.array([r[2] if self.wraps(r) else r[2] - r[1] - self.window_bp - self.k + 2 for r in regions],
+                         dtype=np.float64)
         count = count or max(1, int(sum(r[2] - r[1] for r in regions) // self.window_bp))
         picks = rng.choice(len(regions), size=count, p=spans / spans.sum())
         out = []
@@ -176,11 +204,26 @@ class TrackData:
 
     # -- tokens and targets ------------------------------------------------------------------------------------
     def bases(self, w: Window) -> bytes:
-        """The window's bases with k - 1 bases of context on each side, N beyond the contig."""
+        """The window's bases with k - 1 bases of context on each side: N beyond a linear contig's ends, the bases
+        of the other end beyond a circular one's."""
         length = self.lengths[w.contig]
         a, b = w.start - (self.k - 1), w.start + w.bins * self.stride + self.k - 1
+        if w.contig in self.circular:
+            return self.around(w.contig, a, b)
         core = self._genome_of[w.contig].fetch(self._contig[w.contig], max(a, 0), min(b, length))
         return b"N" * max(0, -a) + core + b"N" * max(0, b - length)
+
+    def around(self, contig: str, a: int, b: int) -> bytes:
+        """Bases [a, b) of a circular contig, position p being base p mod length (``a`` may be negative, ``b``
+        past the end, the span longer than the contig)."""
+        genome, name, length = self._genome_of[contig], self._contig[contig], self.lengths[contig]
+        parts, p = [], a
+        while p < b:
+            q = p % length
+            take = min(b - p, length - q)
+            parts.append(genome.fetch(name, q, q + take))
+            p += take
+        return b"".join(parts)
 
     def tokens(self, w: Window, *, rc: bool = False, bases: bytes | None = None) -> np.ndarray:
         seq = bases if bases is not None else self.bases(w)
@@ -194,10 +237,15 @@ class TrackData:
         return (core.reshape(w.bins, self.stride) == ord("N")).all(axis=1)
 
     def targets(self, w: Window, *, rc: bool = False) -> np.ndarray:
-        """(bins, 2) float32: + and - strand TSS in each bin (with tolerance); mirrored and swapped when rc."""
+        """(bins, 2) float32: + and - strand TSS in each bin (with tolerance); mirrored and swapped when rc. On a
+        circular contig a TSS at p is also at p + j length for every turn j of the circle the window spans."""
         out = np.zeros((w.bins, 2), dtype=np.float32)
         end = w.start + w.bins * self.stride
+        length = self.lengths[w.contig]
         for channel, positions in enumerate(self.tss[w.contig]):
+            if w.contig in self.circular:
+                positions = np.concatenate([positions + j * length for j in range(w.start // length,
+                                                                                  -(-end // length))])
             lo, hi = np.searchsorted(positions, [w.start, end])
             bins = (positions[lo:hi] - w.start) // self.stride
             for d in range(-self.tolerance_bins, self.tolerance_bins + 1):
@@ -229,6 +277,18 @@ class TrackData:
                 lo, hi = np.searchsorted(positions, [a, b])
                 hits += len(np.unique((positions[lo:hi] - a) // self.stride))
         return hits * (2 * self.tolerance_bins + 1) / max(bins, 1)
+
+
+def check_circular(names: list[str] | tuple[str, ...], *data: TrackData) -> None:
+    """An InputError naming --circular for the first of ``names`` (besides ``CIRCULAR_ALL``) that is the name
+    (or key) of no contig of the genomes of ``data``."""
+    known = {n for d in data for key in d.lengths for n in (key, d.contig_name(key))}
+    for name in names:
+        if name != CIRCULAR_ALL and name not in known:
+            contigs = [c for d in data for c in d.lengths]
+            paths = ", ".join(str(g.path) for d in data for g in d.genomes)
+            raise InputError(None, f"--circular: no contig {name!r} in {paths} (its contigs: "
+                                   f"{', '.join(contigs[:5])}{', ...' if len(contigs) > 5 else ''})")
 
 
 def _contig_list(data: TrackData, contigs: dict[str, int], most: int = 3) -> str:
@@ -347,7 +407,8 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
         e0, e1 = a // bin_bp, -(-b // bin_bp)
         y = np.zeros((e1 - e0, 2), dtype=np.int8)
         p = np.zeros((e1 - e0, 2), dtype=np.float32)
-        callers = [PeakCaller(threshold, min_distance_bp // stride, a // stride) for _ in range(2)]
+        callers = [PeakCaller(threshold, min_distance_bp // stride, a // stride,
+                              circle=-(-b // stride) if data.wraps((contig, a, b)) else None) for _ in range(2)]
         found: list[list[int]] = [[], []]
         end_bin = -(-b // stride)
         for _, first, probs in predictor.region_probs(data, [(contig, a, b)], rc_average=rc_average,
@@ -436,12 +497,14 @@ class TrackTask(Task):
     # -- training ----------------------------------------------------------------------------------------------
     def load_training(self, spec: DataSpec) -> None:
         cfg = self.cfg
-        self.train = TrackData.load(spec.fasta, spec.tss, cfg)
+        self.train = TrackData.load(spec.fasta, spec.tss, cfg, spec.circular)
         if spec.val_fasta:
-            val = TrackData.load(spec.val_fasta, spec.val_tss, cfg)
+            val = TrackData.load(spec.val_fasta, spec.val_tss, cfg, spec.circular)
+            check_circular(spec.circular, self.train, val)
             self.val_set = GenomeRegions(val, val.whole())
             regions = self.train.whole()
         else:
+            check_circular(spec.circular, self.train)
             regions, val_regions = self.train.split(cfg.val_fraction)
             self.val_set = GenomeRegions(self.train, val_regions)
         self.train_regions = self.train.check_fits(regions, "training part")
@@ -494,7 +557,8 @@ class TrackTask(Task):
         end of each contig that training holds out (True); or every bin, training part included (False)."""
         if not (inputs.fasta and inputs.tss) or inputs.csv:
             raise InputError(None, "a track model is evaluated on --fasta GENOME --tss TSS.bed")
-        data = TrackData.load(inputs.fasta, inputs.tss, self.cfg)
+        data = TrackData.load(inputs.fasta, inputs.tss, self.cfg, inputs.circular)
+        check_circular(inputs.circular, data)
         trained = trained_bp(self.train_contigs, data)
         if held_out is None:
             regions = [(c, max(a, trained.get(c, 0)), b) for c, a, b in data.whole() if trained.get(c, 0) < b]
@@ -577,7 +641,8 @@ class TrackTask(Task):
         if options.track_format not in TRACK_FORMATS:
             raise InputError(None, f"unknown track format {options.track_format!r}; choose from "
                                    f"{', '.join(TRACK_FORMATS)}")
-        data = TrackData.load(inputs.fasta, [], self.cfg)
+        data = TrackData.load(inputs.fasta, [], self.cfg, inputs.circular)
+        check_circular(inputs.circular, data)
         if data.qualified:
             raise InputError(None, "these genomes share contig names, which one bedGraph cannot tell apart: predict "
                                    "one genome at a time")
@@ -608,7 +673,9 @@ class TrackTask(Task):
         ``calls``, the promoters of both strands are called and each contig's written at its end. Returns the bins
         predicted."""
         stride = self.cfg.stride
-        peaks = StrandedPeaks(options.threshold, options.min_distance_bp // stride) if calls is not None else None
+        circles = {c: -(-data.lengths[c] // stride) for c in data.circular}  # predict covers whole contigs
+        peaks = (StrandedPeaks(options.threshold, options.min_distance_bp // stride, circles) if calls is not None
+                 else None)
         n_bins = 0
         for contig, first, probs in pieces:
             length = data.lengths[contig]
