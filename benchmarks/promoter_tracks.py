@@ -60,13 +60,13 @@ def gff_starts_bed(gff: Path, fasta: Path, out: Path) -> Path:
     return out
 
 
-def run(cmd: list[str], log: Path) -> float:
-    """Run ``cmd`` with its output appended to ``log``; its wall seconds."""
+def run(cmd: list[str], log: Path, env: dict | None = None) -> float:
+    """Run ``cmd`` (in ``env``, default this process's) with its output appended to ``log``; its wall seconds."""
     with open(log, "a") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
     if proc.returncode:
         raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
     return time.monotonic() - t0

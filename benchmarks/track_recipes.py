@@ -13,7 +13,7 @@ at the model's threshold: precision and recall within 20 and 100 bp; training mi
 memorisation (validation not improving while the training loss falls, `genolin.selection`); and with
 --predict-speed, `genolin predict` Mbp/s on the held-out genome (whole command, bedGraph).
 
-    python benchmarks/track_recipes.py --preset base --seeds 0,1,2 --parallel 3 --device cuda \\
+    python benchmarks/track_recipes.py --preset base --seeds 0,1,2 --parallel 12 --gpus 4 --device cuda \\
         --recipe "fine:stride=1,tolerance_bins=1,batch_size=8,steps=4500" --out OUT
     python benchmarks/track_recipes.py --quick --device cpu --out /tmp/track_recipes_quick
 
@@ -29,6 +29,7 @@ import datetime as dt
 import json
 import os
 import platform
+import queue
 import statistics
 import sys
 import tempfile
@@ -72,8 +73,10 @@ def held_out_figures(row: dict) -> dict:
     return scored[next(iter(scored))]
 
 
-def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: int) -> dict:
-    """Train recipe on the two other genomes (seed), evaluate the held-out genome (and the eukaryotic slices)."""
+def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: int, gpu: int | None = None) -> dict:
+    """Train recipe on the two other genomes (seed), evaluate the held-out genome (and the eukaryotic slices);
+    ``gpu``: the only GPU its commands see (CUDA_VISIBLE_DEVICES), None: all of this process's."""
+    env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
     work = Path(args.work) / recipe / f"{held_out}_seed{seed}"
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
@@ -84,7 +87,7 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
         sets = [a for k, v in {**settings, **dict(s.split("=", 1) for s in args.set)}.items()
                 for a in ("--set", f"{k}={v}")]
         train_s = run([*py, "train", *train, "--preset", args.preset, *sets, "--device", args.device, "--seed",
-                       str(seed), "--max-minutes", str(args.max_minutes), "--out", str(run_dir)], log)
+                       str(seed), "--max-minutes", str(args.max_minutes), "--out", str(run_dir)], log, env)
     evals = {held_out: (data[held_out], work / "eval_held_out")}
     if args.eukaryotes:
         evals["eukaryotes"] = (None, work / "eval_eukaryotes")
@@ -93,7 +96,7 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
             inputs = (["--fasta", pair[0], "--tss", pair[1]] if pair else
                       [a for e in EUKARYOTES for a in ("--fasta", data[e][0], "--tss", data[e][1])])
             run([*py, "evaluate", "--model", str(run_dir), *inputs, "--rc-average", "--device", args.device,
-                 "--out", str(out)], log)
+                 "--out", str(out)], log, env)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     state = json.loads((run_dir / "trainer_state.json").read_text())
     row = {"recipe": recipe, "settings": settings, "held_out": held_out, "seed": seed, "steps": state["step"],
@@ -109,7 +112,7 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
 
         fasta = data[held_out][0]
         seconds = run([*py, "predict", "--model", str(run_dir), "--fasta", fasta, "--rc-average", "--device",
-                       args.device, "--out", str(work / "pred")], log)
+                       args.device, "--out", str(work / "pred")], log, env)
         row["predict_seconds"] = seconds
         row["predict_mbp_per_s"] = sum(Genome(fasta).lengths.values()) / seconds / 1e6
     first = held_out_figures(row)
@@ -194,6 +197,9 @@ def main() -> None:
     p.add_argument("--eukaryotes", action="store_true", help="also score the eukaryotic slices")
     p.add_argument("--predict-speed", action="store_true", help="also time genolin predict on the held-out genome")
     p.add_argument("--parallel", type=int, default=1, help="runs at once (on one GPU they share it)")
+    p.add_argument("--gpus", type=int, default=0,
+                   help="spread the runs over this many GPUs (each run sees one; --parallel counts runs on all of "
+                        "them); 0: every run sees every GPU")
     p.add_argument("--device", default="cuda")
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny, E. coli held out, seed 0, 20 steps")
     p.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
@@ -233,8 +239,19 @@ def main() -> None:
         return text
 
     text = "no run finished\n"
+    slots: queue.Queue = queue.Queue()  # a GPU index per concurrent run, taken while it runs
+    for i in range(args.parallel):
+        slots.put(i % args.gpus if args.gpus > 0 else None)
+
+    def on_a_gpu(*job) -> dict:
+        gpu = slots.get()
+        try:
+            return one_run(args, data, *job, gpu=gpu)
+        finally:
+            slots.put(gpu)
+
     with cf.ThreadPoolExecutor(args.parallel) as pool:
-        futures = {pool.submit(one_run, args, data, *job): job for job in jobs}
+        futures = {pool.submit(on_a_gpu, *job): job for job in jobs}
         for f in cf.as_completed(futures):
             try:
                 rows.append(f.result())
