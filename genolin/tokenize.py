@@ -217,6 +217,18 @@ def reverse_complement(seq: str | bytes) -> bytes:
     return _as_bytes(seq).translate(_COMPLEMENT)[::-1]
 
 
+_ACGT = np.frombuffer(BASES.encode(), dtype=np.uint8)
+
+
+def substitute(seq: bytes, rng: np.random.Generator, p: float) -> bytes:
+    """``seq`` with each A/C/G/T replaced, with probability ``p``, by one of the four at random (N stays): the
+    ``mutate_prob`` augmentation of training inputs."""
+    bases = np.frombuffer(seq, dtype=np.uint8).copy()
+    hit = np.flatnonzero((rng.random(len(bases)) < p) & np.isin(bases, _ACGT))
+    bases[hit] = _ACGT[rng.integers(0, 4, len(hit))]
+    return bases.tobytes()
+
+
 def decode_ids(ids: Iterable[int] | np.ndarray, k: int) -> list[str]:
     """Token ids -> k-mer strings (special tokens as ``[PAD]``, ``[UNK]``, ...)."""
     _check_k(k)

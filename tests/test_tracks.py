@@ -74,6 +74,25 @@ def test_evaluation_bins_and_calls_equal_brute_force(stride, bin_bp):
     assert g.bp == b - a
 
 
+def test_track_windows_mutated_with_their_targets_kept():
+    """mutate_prob on the track task: each base substituted with that probability (a quarter of the draws give the
+    same base back), the targets those of the plain window; 0 or no rng: today's batch; a seed repeats itself."""
+    genome = Genome(ECOLI_BGZ)
+    tss = [Interval("NC_000913.3", p, p + 1, "t", None, "+-"[i % 2]) for i, p in enumerate(range(500, 60_000, 700))]
+    data = TrackData(genome, tss, window_bp=4096, k=1, stride=1)
+    windows = data.random_windows([("NC_000913.3", 0, 60_000)], np.random.default_rng(0), 6)
+    plain = data.collate(windows)
+    assert torch.equal(data.collate(windows, np.random.default_rng(1), mutate_prob=0.0).ids, plain.ids)
+    for p in (0.1, 1.0):
+        mutated = data.collate(windows, np.random.default_rng(2), mutate_prob=p)
+        again = data.collate(windows, np.random.default_rng(2), mutate_prob=p)
+        assert torch.equal(mutated.ids, again.ids) and torch.equal(mutated.targets, plain.targets)
+        changed = (mutated.ids != plain.ids)[plain.mask].float().mean().item()
+        assert abs(changed - 0.75 * p) < 0.02
+    rc = data.collate(windows, np.random.default_rng(3), rc_prob=1.0, mutate_prob=0.05)
+    assert torch.equal(rc.targets, data.collate(windows, np.random.default_rng(3), rc_prob=1.0).targets)
+
+
 def test_call_metrics_against_definition():
     calls = {("c", 0): np.array([100, 500, 1000]), ("c", 1): np.array([300])}
     tss = {("c", 0): np.array([110, 480, 2000]), ("c", 1): np.array([320, 900])}

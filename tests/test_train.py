@@ -344,7 +344,7 @@ def test_sequence_rc_by_token_map_equals_retokenizing():
 def test_substitution_augmentation():
     """mutate_prob: each A/C/G/T replaced by a random base with that probability (itself a quarter of the time),
     N kept; in training batches the same seed gives the same substitutions, 0 gives the plain tokens."""
-    from genolin.tasks.sequence import substitute
+    from genolin.tokenize import substitute
 
     rng = np.random.default_rng(0)
     seq = bytes(rng.choice(list(b"ACGT"), 20_000).astype(np.uint8)) + b"N" * 50

@@ -26,7 +26,7 @@ from genolin.io.labelled import LabelledSet, load_labelled, longest_sequence_bp
 from genolin.model import LENGTH_LIMITED_MAX_TOKENS, LENGTH_LIMITED_MIXERS, kmer_profile
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
-from genolin.tokenize import BASES, kmer_ids, n_tokens, reverse_complement, reverse_complement_map
+from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, reverse_complement_map, substitute
 
 log = logging.getLogger(__name__)
 
@@ -133,17 +133,6 @@ def crop_length(length: int, min_bp: int, u_max: float, rng: np.random.Generator
         return length
     u = rng.uniform(0.0, u_max) if u_max > 0 else 0.0
     return min(length, int(round(math.exp(u * math.log(length) + (1 - u) * math.log(min_bp)))))
-
-
-_ACGT = np.frombuffer(BASES.encode(), dtype=np.uint8)
-
-
-def substitute(seq: bytes, rng: np.random.Generator, p: float) -> bytes:
-    """``seq`` with each A/C/G/T replaced, with probability ``p``, by one of the four at random (N stays)."""
-    bases = np.frombuffer(seq, dtype=np.uint8).copy()
-    hit = np.flatnonzero((rng.random(len(bases)) < p) & np.isin(bases, _ACGT))
-    bases[hit] = _ACGT[rng.integers(0, 4, len(hit))]
-    return bases.tobytes()
 
 
 def kmer_matrix(data: SequenceData, k_max: int, *, rc: bool = False, batch: int = 512) -> np.ndarray:

@@ -60,7 +60,7 @@ from genolin.io.tracks import STRANDS, TRACK_FORMATS, CallsBed, track_outputs, t
 from genolin.peaks import PeakCaller, StrandedPeaks
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import binary_metrics, max_f1_threshold
-from genolin.tokenize import kmer_ids, reverse_complement
+from genolin.tokenize import kmer_ids, reverse_complement, substitute
 
 log = logging.getLogger(__name__)
 
@@ -256,11 +256,16 @@ class TrackData:
         return out
 
     def collate(self, windows: list[Window], rng: np.random.Generator | None = None, *,
-                rc_prob: float = 0.0) -> Batch:
+                rc_prob: float = 0.0, mutate_prob: float = 0.0) -> Batch:
+        """Tokens and targets of ``windows``; with ``rng``, each reverse-complemented with probability rc_prob and
+        its bases substituted with probability mutate_prob (``substitute``; targets unchanged)."""
         arrays, targets = [], []
         for w in windows:
             rc = rng is not None and rc_prob > 0 and rng.random() < rc_prob
-            arrays.append(self.tokens(w, rc=rc))
+            bases = None
+            if rng is not None and mutate_prob > 0:
+                bases = substitute(self.bases(w), rng, mutate_prob)
+            arrays.append(self.tokens(w, rc=rc, bases=bases))
             targets.append(self.targets(w, rc=rc))
         ids, mask = pad_tokens(arrays)
         t = np.zeros((len(windows), ids.shape[1], 2), dtype=np.float32)
@@ -527,7 +532,7 @@ class TrackTask(Task):
         return [windows[i:i + bs] for i in range(0, len(windows), bs)]
 
     def collate(self, items: list[Window], rng: np.random.Generator | None, progress: float = 1.0) -> Batch:
-        return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob)
+        return self.train.collate(items, rng, rc_prob=self.cfg.rc_prob, mutate_prob=self.cfg.mutate_prob)
 
     def loss(self, out, batch: Batch) -> torch.Tensor:
         """Positive-weighted binary cross-entropy over the real bins; with ``focal_gamma`` g > 0 each term is
