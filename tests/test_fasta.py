@@ -219,6 +219,20 @@ def test_header_words_mark_records_circular(tmp_path):
         genome.close()
 
 
+@pytest.mark.parametrize("gap", [0, -1, 1])
+def test_circular_headers_at_a_bgzf_block_boundary(tmp_path, gap):
+    """A BGZF file whose second header starts at byte 65,536, the start of the second block (where pyfaidx's
+    header lookup fails), and one byte either side: the records, their lengths and circular marks all read."""
+    head = ">chr1 first\n"
+    first = head + "A" * (65_536 + gap - len(head) - 1) + "\n"
+    text = first + ">chr2 topology=circular\nACGTACGT\n>chr3\nAC\n"
+    write_bgzf(tmp_path / "e.fa.bgz", text.encode())
+    genome = Genome(tmp_path / "e.fa.bgz")
+    assert genome.lengths == {"chr1": len(first) - len(head) - 1, "chr2": 8, "chr3": 2}
+    assert genome.circular == {"chr2"}
+    genome.close()
+
+
 def read_fasta_from_text(folder, text: str):
     path = folder / "text.fa"
     path.write_text(text)

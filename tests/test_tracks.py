@@ -102,6 +102,11 @@ def test_call_metrics_against_definition():
     assert m["recall_20bp"] == 3 / 5  # 110, 480, 320; not 2000, 900
     assert m["precision_100bp"] == 3 / 4 and m["recall_100bp"] == 3 / 5
     assert call_metrics({}, tss, 10, 0.5)["precision_20bp"] is None  # no calls: precision undefined
+    # a whole circle of 6,145 bp: 2 and 6,142 are 5 bp apart across the origin, 3,000 bp apart along the line
+    line = call_metrics({("c", 0): np.array([2])}, {("c", 0): np.array([6142])}, 6145, 0.5)
+    circle = call_metrics({("c", 0): np.array([2])}, {("c", 0): np.array([6142])}, 6145, 0.5, {("c", 0): 6145})
+    assert line["precision_20bp"] == line["recall_100bp"] == 0
+    assert circle["precision_20bp"] == circle["recall_20bp"] == 1
 
 
 @pytest.fixture(scope="module")

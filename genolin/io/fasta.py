@@ -312,9 +312,11 @@ class Genome:
                     header = self._faidx.get_long_name(name).split("\n>")[-1]
                     if header_circular((header.split(None, 1) + [""])[1]):
                         found.add(name)
-        except UnicodeDecodeError:  # a header pyfaidx cannot decode: the streaming reader's decoding instead
+        except (UnicodeDecodeError, ValueError):
+            # a header pyfaidx cannot decode, or cannot find: its BGZF lookup fails for a header that starts exactly
+            # at a block boundary (pyfaidx 0.9, "within_block_offset ... got 65536"); the streaming reader instead
             found = {rec.name for rec in read_fasta(self.path) if rec.circular}
-        except (struct.error, OSError, EOFError, zlib.error, ValueError) as exc:
+        except (struct.error, OSError, EOFError, zlib.error) as exc:
             raise InputError(self.path, f"corrupt or truncated, or changed since its index was built (reading the "
                                         f"record headers: {exc})") from None
         return frozenset(found)

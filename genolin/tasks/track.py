@@ -352,6 +352,7 @@ class GenomeScores:
     calls: dict  # (contig, strand) -> sorted positions of called promoters (bin centres, bp)
     tss: dict  # (contig, strand) -> sorted TSS positions inside the scored regions
     bp: int  # bases scored
+    circles: dict = dataclasses.field(default_factory=dict)  # (contig, strand) -> length, for whole circles
 
 
 def auto_pos_weight(rate: float, cap: float = 1000.0) -> float:
@@ -373,26 +374,31 @@ def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> d
 CALL_DISTANCES_BP = (20, 100)
 
 
-def _near(a: np.ndarray, b: np.ndarray, d: int) -> np.ndarray:
-    """(len(a),) bool: each sorted position of ``a`` has a position of sorted ``b`` within d."""
+def _near(a: np.ndarray, b: np.ndarray, d: int, circle: int | None = None) -> np.ndarray:
+    """(len(a),) bool: each sorted position of ``a`` has a position of sorted ``b`` within d (on a circle of
+    ``circle`` bp, positions of [0, circle): the distance around the origin counts too)."""
     if not len(b):
         return np.zeros(len(a), dtype=bool)
+    if circle:  # b - circle, b, b + circle: still sorted, as every position lies in [0, circle)
+        b = np.concatenate([b - circle, b, b + circle])
     i = np.clip(np.searchsorted(b, a), 1, len(b) - 1) if len(b) > 1 else np.zeros(len(a), dtype=np.int64)
     nearest = np.minimum(np.abs(a - b[i]), np.abs(a - b[np.maximum(i - 1, 0)]))
     return nearest <= d
 
 
-def call_metrics(calls: dict, tss: dict, bp: int, threshold: float) -> dict:
+def call_metrics(calls: dict, tss: dict, bp: int, threshold: float, circles: dict | None = None) -> dict:
     """Promoter calls against annotated TSSs of the same strand: precision (calls with a TSS within d bp) and
-    recall (TSSs with a call within d bp) for d in CALL_DISTANCES_BP, and calls per Mbp."""
+    recall (TSSs with a call within d bp) for d in CALL_DISTANCES_BP, and calls per Mbp. ``circles``: key ->
+    length for the keys of whole circular contigs, whose distances run around the origin too."""
+    circles = circles or {}
     keys = set(calls) | set(tss)
     empty = np.zeros(0, dtype=np.int64)
     n_calls = sum(len(v) for v in calls.values())
     n_tss = sum(len(v) for v in tss.values())
     out = {"threshold": threshold, "calls": n_calls, "tss": n_tss, "calls_per_mbp": n_calls / max(bp, 1) * 1e6}
     for d in CALL_DISTANCES_BP:
-        hit_calls = sum(int(_near(calls.get(k, empty), tss.get(k, empty), d).sum()) for k in keys)
-        hit_tss = sum(int(_near(tss.get(k, empty), calls.get(k, empty), d).sum()) for k in keys)
+        hit_calls = sum(int(_near(calls.get(k, empty), tss.get(k, empty), d, circles.get(k)).sum()) for k in keys)
+        hit_tss = sum(int(_near(tss.get(k, empty), calls.get(k, empty), d, circles.get(k)).sum()) for k in keys)
         out[f"precision_{d}bp"] = hit_calls / n_calls if n_calls else None
         out[f"recall_{d}bp"] = hit_tss / n_tss if n_tss else None
     return out
@@ -405,7 +411,7 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
     of the strand inside, score: the highest model-bin probability overlapping it), and promoter calls
     (PeakCaller at ``threshold``, ``min_distance_bp`` apart) with the TSSs they are matched against."""
     stride = data.stride
-    parts: dict[str, dict] = {name: {"y": [], "p": [], "calls": {}, "tss": {}, "bp": 0} for name in
+    parts: dict[str, dict] = {name: {"y": [], "p": [], "calls": {}, "tss": {}, "bp": 0, "circles": {}} for name in
                               dict.fromkeys(data.genome_of(c) for c, _, _ in regions)}
     for contig, a, b in regions:
         part = parts[data.genome_of(contig)]
@@ -431,11 +437,13 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
             y[inside // bin_bp - e0, strand] = 1
             part["tss"][(contig, strand)] = inside
             part["calls"][(contig, strand)] = np.array(sorted(found[strand]), dtype=np.int64)
+            if data.wraps((contig, a, b)):
+                part["circles"][(contig, strand)] = b
         part["y"].append(y)
         part["p"].append(p)
         part["bp"] += b - a
-    return {name: GenomeScores(np.concatenate(v["y"]), np.concatenate(v["p"]), v["calls"], v["tss"], v["bp"])
-            for name, v in parts.items()}
+    return {name: GenomeScores(np.concatenate(v["y"]), np.concatenate(v["p"]), v["calls"], v["tss"], v["bp"],
+                               v["circles"]) for name, v in parts.items()}
 
 
 def cell(v, fmt: str = ".4f") -> str:
@@ -585,14 +593,15 @@ class TrackTask(Task):
                                progress=progress)
         genomes = {}
         for name, g in scores.items():
-            genomes[name] = {**track_metrics(g.y, g.p, threshold), "calls": call_metrics(g.calls, g.tss, g.bp,
-                                                                                         threshold), "bp": g.bp}
+            genomes[name] = {**track_metrics(g.y, g.p, threshold),
+                             "calls": call_metrics(g.calls, g.tss, g.bp, threshold, g.circles), "bp": g.bp}
         y = np.concatenate([g.y for g in scores.values()])
         p = np.concatenate([g.p for g in scores.values()])
         calls = {(name, *k): v for name, g in scores.items() for k, v in g.calls.items()}
         tss = {(name, *k): v for name, g in scores.items() for k, v in g.tss.items()}
+        circles = {(name, *k): v for name, g in scores.items() for k, v in g.circles.items()}
         metrics = {**track_metrics(y, p, threshold), "calls": call_metrics(calls, tss, sum(g.bp for g in
-                   scores.values()), threshold), "bin_bp": self.cfg.eval_bin_bp, "genomes": genomes}
+                   scores.values()), threshold, circles), "bin_bp": self.cfg.eval_bin_bp, "genomes": genomes}
         metrics["score"] = float(np.mean([m["pooled"].get("auprc", 0.0) for m in genomes.values()]))
         metrics["best_threshold"] = max_f1_threshold(y, p)
         if eval_set.note:
