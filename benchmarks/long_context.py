@@ -228,10 +228,10 @@ def prepare_data(args, genomes: dict, data_dir: Path) -> dict:
     for held in args.held_out:
         rows = split_rows(genomes, held)
         counts = {part: {"n": len(r), "positives": sum(ex[2] for _, _, ex in r)} for part, r in rows.items()}
-        for length in args.lengths:
+        for length in dict.fromkeys(args.lengths + args.score_lengths):
             folder = data_dir / f"{held}_L{length}"
-            for part, r in rows.items():
-                if not (folder / f"{part}.csv").exists():
+            for part, r in rows.items():  # a length only scored at (--score-lengths) needs its test windows only
+                if not (folder / f"{part}.csv").exists() and (length in args.lengths or part == "test"):
                     write_csv(folder / f"{part}.csv", r, length)
             splits[(held, length)] = {"dir": folder, "counts": counts}
         print(f"held out {held}: " + ", ".join(f"{p} {c['n']} ({c['positives']} positive)" for p, c in counts.items()),
@@ -386,8 +386,22 @@ def genolin_run(args, split: dict, held: str, length: int, seed: int, work: Path
         done.write_text(json.dumps({k: out[k] for k in ("train_seconds", "train_peak_rss_gib", "evaluate_seconds")
                                     if k in out}) + "\n")
     m = json.loads((run / "test" / "metrics.json").read_text())
-    return {**out, "test_mcc": m["mcc"], "test_auroc": m.get("auroc"), "test_auprc": m.get("auprc"),
-            "test_accuracy": m.get("accuracy"), **what_ran(run)}
+    out.update(test_mcc=m["mcc"], test_auroc=m.get("auroc"), test_auprc=m.get("auprc"),
+               test_accuracy=m.get("accuracy"))
+    for other in (n for n in args.score_lengths if n != length):  # the same test centres, windows cut to `other`
+        scored = run / f"test_L{other}"
+        if not (scored / "metrics.json").exists():
+            test = Path(str(folder).replace(f"_L{length}", f"_L{other}")) / "test.csv"
+            cmd = [*GENOLIN, "evaluate", "--model", str(run), "--csv", str(test), "--out", str(scored), "--device",
+                   args.device]
+            if args.one_view:
+                cmd += ["--no-rc-average", "--shift-average", "0"]
+            ev = run_child(cmd, work / f"{run.name}.evaluate_L{other}.log", args.timeout)
+            if "error" in ev:
+                return {**out, "error": f"scoring at {other:,} bp: {ev['error']}", **what_ran(run)}
+        mo = json.loads((scored / "metrics.json").read_text())
+        out.setdefault("test_at", {})[str(other)] = {"mcc": mo["mcc"], "auroc": mo.get("auroc")}
+    return {**out, **what_ran(run)}
 
 
 # -- speed -----------------------------------------------------------------------------------------------------------
@@ -540,6 +554,19 @@ def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], basel
                      f"{100 * b['test_auroc']:.2f}", f"{100 * b['test_accuracy']:.2f}", "", "", f"{b['seconds']:.0f}",
                      "", "", "", "", "", f"{b['n_test']} ({b['n_test_pos']})", ""]
             lines.append("| " + " | ".join(cells) + " |")
+    scored_at = [(r, g) for r in rows for g in r["genolin"] if g.get("test_at")]
+    if scored_at:
+        lines += ["", "The same models scored on the test windows cut to other lengths around the same centres "
+                  "(--score-lengths): AUROC x 100 per seed.", "",
+                  "| held out | trained at L (bp) | scored at (bp) | AUROC | scored at L |",
+                  "|---|---:|---:|---:|---:|"]
+        for r in rows:
+            for other in args.score_lengths:
+                got = [g for g in r["genolin"] if str(other) in g.get("test_at", {})]
+                if got:
+                    lines.append(f"| {r['held_out']} | {r['length']:,} | {other:,} | "
+                                 + ", ".join(fmt(100 * (g["test_at"][str(other)]["auroc"] or 0), ".1f") for g in got)
+                                 + " | " + ", ".join(fmt(100 * (g.get("test_auroc") or 0), ".1f") for g in got) + " |")
     if rows:
         lines += ["", "Mean over the held-out genomes (each genome's mean over seeds; genomes with a result):", "",
                   "| L (bp) | genomes | MCC | AUROC | accuracy | k-mer LR MCC (same genomes) | LR AUROC |",
@@ -622,6 +649,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--one-view", action="store_true",
                     help="score test sequences as given only (no reverse complements or shifts): 8x faster")
     ap.add_argument("--jobs", type=int, default=1, help="genolin runs at once (several share one GPU well)")
+    ap.add_argument("--score-lengths", default="", metavar="BP,...",
+                    help="also score every trained model on the test windows cut to these lengths around the same "
+                         "centres (e.g. a 100 kb model on the central 1 kb: is the long context what it misses?)")
     ap.add_argument("--skip-train", action="store_true", help="data and baseline only (and --speed if given)")
     ap.add_argument("--speed", action="store_true", help="also measure speed and memory on random sequences")
     ap.add_argument("--speed-lengths", default=None, help=f"lengths for --speed (default {FULL['speed_lengths']})")
@@ -640,6 +670,7 @@ def parse_args() -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.lengths = [int(v) for v in str(args.lengths).split(",")]
+    args.score_lengths = [int(v) for v in args.score_lengths.split(",") if v]
     args.seeds = [int(v) for v in str(args.seeds).split(",")]
     args.held_out = args.held_out.split(",")
     args.speed_lengths = [int(v) for v in str(args.speed_lengths).split(",")]

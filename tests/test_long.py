@@ -535,9 +535,13 @@ def test_the_long_context_benchmark_runs_end_to_end(tmp_path):
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "long_context.py"), "--lengths", "1000,2000",
                            "--max-per-genome", "12", "--seeds", "0", "--held-out", "CJEJUNI_2", "--max-minutes", "0.2",
                            "--set", "d_model=16", "--data-dir", str(tmp_path / "data"), "--work", str(tmp_path / "w"),
-                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+                           "--score-lengths", "1000", "--out", str(out)], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.with_suffix(".json").read_text())
     rows = [r for r in result["rows"] if r.get("held_out") == "CJEJUNI_2"]
     assert {r.get("length") for r in rows} >= {1000, 2000}
+    (long_run,) = next(r for r in rows if r["length"] == 2000)["genolin"]  # the 2 kb model scored on 1 kb too
+    assert 0 <= long_run["test_at"]["1000"]["auroc"] <= 1
+    assert "test_at" not in next(r for r in rows if r["length"] == 1000)["genolin"][0]
+    assert "scored at (bp)" in out.with_suffix(".md").read_text()
     assert "design document 000" in out.with_suffix(".md").read_text().lower()
