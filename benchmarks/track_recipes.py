@@ -11,7 +11,9 @@ Per recipe the tables give, per held-out genome, AUPRC (mean +- sample sd over s
 the mean over genomes (its sd over seeds: the noise level two recipes must differ by); the smallest ratio; calls
 at the model's threshold: precision and recall within 20 and 100 bp; training minutes; the runs whose log flagged
 memorisation (validation not improving while the training loss falls, `genolin.selection`); and with
---predict-speed, `genolin predict` Mbp/s on the held-out genome (whole command, bedGraph).
+--predict-speed, `genolin predict` Mbp/s on the held-out genome (whole command, bedGraph). With --adapt-steps N,
+evaluate and predict run test-time adaptation first (`--adapt-steps N`: N steps of the masked-token loss on the
+scored genome's sequence; its time counts in predict's Mbp/s), their outputs kept apart from unadapted ones.
 
     python benchmarks/track_recipes.py --preset base --seeds 0,1,2 --parallel 12 --gpus 4 --device cuda \\
         --recipe "fine:stride=1,tolerance_bins=1,batch_size=8,steps=4500" --out OUT
@@ -88,14 +90,18 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
                 for a in ("--set", f"{k}={v}")]
         train_s = run([*py, "train", *train, "--preset", args.preset, *sets, "--device", args.device, "--seed",
                        str(seed), "--max-minutes", str(args.max_minutes), "--out", str(run_dir)], log, env)
-    evals = {held_out: (data[held_out], work / "eval_held_out")}
+    # with test-time adaptation the outputs go to folders of their own: an evaluation found in its folder is not run
+    # again, and one made without adaptation must not stand for one with it
+    adapt = ["--adapt-steps", str(args.adapt_steps)] if args.adapt_steps else []
+    suffix = f"_adapt{args.adapt_steps}" if args.adapt_steps else ""
+    evals = {held_out: (data[held_out], work / f"eval_held_out{suffix}")}
     if args.eukaryotes:
-        evals["eukaryotes"] = (None, work / "eval_eukaryotes")
+        evals["eukaryotes"] = (None, work / f"eval_eukaryotes{suffix}")
     for pair, out in evals.values():
         if not (out / "metrics.json").exists():
             inputs = (["--fasta", pair[0], "--tss", pair[1]] if pair else
                       [a for e in EUKARYOTES for a in ("--fasta", data[e][0], "--tss", data[e][1])])
-            run([*py, "evaluate", "--model", str(run_dir), *inputs, "--rc-average", "--device", args.device,
+            run([*py, "evaluate", "--model", str(run_dir), *inputs, "--rc-average", *adapt, "--device", args.device,
                  "--out", str(out)], log, env)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     state = json.loads((run_dir / "trainer_state.json").read_text())
@@ -111,8 +117,8 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
         from genolin.io.fasta import Genome
 
         fasta = data[held_out][0]
-        seconds = run([*py, "predict", "--model", str(run_dir), "--fasta", fasta, "--rc-average", "--device",
-                       args.device, "--out", str(work / "pred")], log, env)
+        seconds = run([*py, "predict", "--model", str(run_dir), "--fasta", fasta, "--rc-average", *adapt, "--device",
+                       args.device, "--out", str(work / f"pred{suffix}")], log, env)
         row["predict_seconds"] = seconds
         row["predict_mbp_per_s"] = sum(Genome(fasta).lengths.values()) / seconds / 1e6
     first = held_out_figures(row)
@@ -136,7 +142,9 @@ def tables(rows: list[dict], meta: dict) -> str:
     a = meta["args"]
     lines = [f"# Promoter-track recipes on held-out genomes ({meta['date']})", "",
              f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
-             f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once", "", f"`{meta['command']}`", "",
+             f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once"
+             + (f"; scored after {a['adapt_steps']} steps of test-time adaptation" if a.get("adapt_steps") else ""),
+             "", f"`{meta['command']}`", "",
              "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
                                     for n, s in meta["recipes"].items()), "",
              "Held-out genome: pooled AUPRC over both strands of 50-bp bins (RC-averaged), mean ± sd over seeds (x the "
@@ -196,6 +204,9 @@ def main() -> None:
     p.add_argument("--max-minutes", type=float, default=None, help="time limit of one training (default 15)")
     p.add_argument("--eukaryotes", action="store_true", help="also score the eukaryotic slices")
     p.add_argument("--predict-speed", action="store_true", help="also time genolin predict on the held-out genome")
+    p.add_argument("--adapt-steps", type=int, default=0, metavar="N",
+                   help="evaluate and predict with --adapt-steps N (test-time adaptation on the scored genomes); "
+                        "0: off")
     p.add_argument("--parallel", type=int, default=1, help="runs at once (on one GPU they share it)")
     p.add_argument("--gpus", type=int, default=0,
                    help="spread the runs over this many GPUs (each run sees one; --parallel counts runs on all of "

@@ -19,8 +19,8 @@ LAYERS = [
     ["genolin.tasks", "genolin.peaks"],
     ["genolin.checkpoint", "genolin.device", "genolin.memory", "genolin.averaging", "genolin.schedule"],
     ["genolin.inference"],
-    ["genolin.train", "genolin.selection", "genolin.evaluate", "genolin.predict", "genolin.bench", "genolin.explain",
-     "genolin.motifs"],
+    ["genolin.train", "genolin.selection", "genolin.adapt", "genolin.evaluate", "genolin.predict", "genolin.bench",
+     "genolin.explain", "genolin.motifs"],
     ["genolin.cli", "genolin.__main__"],
 ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import averaging_options, circular_option, window_option
+from genolin.cli.options import adapt_options, averaging_options, circular_option, window_option
 
 
 @click.command(context_settings={"show_default": True})
@@ -34,19 +34,24 @@ from genolin.cli.options import averaging_options, circular_option, window_optio
                    "train on and, of those it trained on (known by name and length), only the part training held "
                    "out, with a warning naming them. --held-out: the end of every contig that training holds out "
                    "(val_fraction). --whole-genome: every bin, training part included (with a warning).")
+@adapt_options
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
 def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shift_average, window_bp, threshold,
-             min_distance, held_out, device) -> None:
+             min_distance, held_out, adapt_steps, adapt_lr, device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
+    from genolin.adapt import AdaptOptions
     from genolin.config import DataSpec
     from genolin.evaluate import evaluate as run_evaluation
     from genolin.inference import load_run
 
     if len(model_dirs) > 1 and out is None:
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
-    run = load_run(list(model_dirs), device, shift_views=shift_average, window_bp=window_bp)
+    # adaptation trains float32 weights and casts them for inference afterwards (genolin.adapt)
+    run = load_run(list(model_dirs), device, shift_views=shift_average, window_bp=window_bp,
+                   bf16_weights=False if adapt_steps else None)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss),
                       circular=list(circular))
     run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=run.rc_average(rc_average),
                    threshold=run.decision_threshold(threshold),
-                   min_distance_bp=min_distance, held_out=held_out)
+                   min_distance_bp=min_distance, held_out=held_out,
+                   adapt_options=AdaptOptions(adapt_steps, adapt_lr) if adapt_steps else None)

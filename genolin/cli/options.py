@@ -1,5 +1,6 @@
 """Options that ``predict`` and ``evaluate`` share: how a run's probabilities are averaged over views of each input,
-and the genome windows a track model reads; and, with ``train``, which contigs of a genome are circular."""
+the genome windows a track model reads and its test-time adaptation; and, with ``train``, which contigs of a genome
+are circular."""
 
 from __future__ import annotations
 
@@ -44,3 +45,17 @@ def window_option(command):
              "window). Windows overlap by a quarter of the training window whatever their length, so longer ones "
              "read fewer bases twice (1.33x at the training window, 1.07x at 4x it) [default: the training "
              "window].")(command)
+
+
+def adapt_options(command):
+    """``--adapt-steps N`` (0: off) and ``--adapt-lr LR`` (None: ``genolin.adapt.LR_SHARE`` of the run's lr)."""
+    command = click.option(
+        "--adapt-lr", type=click.FloatRange(min=0, min_open=True), default=None, metavar="LR",
+        help="Track: the learning rate of --adapt-steps (AdamW, constant) [default: a tenth of the run's training "
+             "lr].")(command)
+    return click.option(
+        "--adapt-steps", type=click.IntRange(min=0), default=0, metavar="N", show_default=True,
+        help="Track: test-time adaptation. Before scoring, train the model for N steps on the masked-token loss of "
+             "the genome(s) given (their sequence only; TSS labels are never used), in batches of the run's training "
+             "windows, then score with the adapted weights. Opt-in and unmeasured: the benchmark has not shown that "
+             "it helps. 0: off.")(command)

@@ -92,6 +92,11 @@ def _member(run_dir, config: RunConfig, dev: torch.device) -> tuple[Encoder, Tas
     return model.to(dev).eval(), task, weights, meta
 
 
+def inference_bf16(config: RunConfig, device: torch.device) -> bool:
+    """``load_run``'s default for ``bf16_weights``: track models on CUDA that trained under bf16 autocast."""
+    return TASK_TYPES[config.task].has_track and device.type == "cuda" and config.train.amp
+
+
 def _check_window(config: RunConfig, window_bp: int | None) -> None:
     """An InputError for a --window-bp the run cannot read its genome in."""
     if window_bp is None:
@@ -166,7 +171,7 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
         loading.start()
     members = [_member(d, c, dev) for d, c in zip(run_dirs, configs, strict=True)]
     if bf16_weights is None:
-        bf16_weights = kind.has_track and dev.type == "cuda" and config.train.amp
+        bf16_weights = inference_bf16(config, dev)
     if bf16_weights:
         for member in members:
             member[0].to_inference_bf16()
