@@ -62,7 +62,7 @@ class RunConfig:
                 "created": self.created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
 
 
-TASK_STATE_KEYS = ("classes", "pos_weight", "max_train_bp", "train_contigs")
+TASK_STATE_KEYS = ("classes", "pos_weight", "max_train_bp", "train_contigs", "circular_contigs")
 
 
 def read_run_config(run_dir: str | os.PathLike) -> RunConfig:

@@ -329,3 +329,15 @@ def test_train_on_a_circle_saves_the_option(tmp_path):
     assert read_run_config(tmp_path / "run").data.circular == ["g", "v"]
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert saved["data"]["circular"] == ["g", "v"] and saved["train_contigs"] == [["g", 12_000, 12_000]]
+    assert saved["circular_contigs"] == [["g", 12_000], ["v", 6_000]]
+    # predict reads a contig training read as circular (same name and length) as circular without being told;
+    # the same sequence under another name is linear unless named
+    write_fasta(tmp_path / "w.fa", {"w": rec.seq[60_000:66_000].decode()})
+    tracks = {}
+    for name, fasta, extra in (("auto", "v.fa", []), ("named", "v.fa", ["--circular", "v"]), ("other", "w.fa", []),
+                               ("other_named", "w.fa", ["--circular", "w"])):
+        r = run("predict", "--model", tmp_path / "run", "--fasta", tmp_path / fasta, "--out", tmp_path / name, *extra)
+        assert r.exit_code == 0, r.output
+        tracks[name] = [line.split("\t")[1:] for line in (tmp_path / f"{name}.plus.bedGraph").read_text().splitlines()
+                        if not line.startswith("track")]
+    assert tracks["auto"] == tracks["named"] == tracks["other_named"] != tracks["other"]

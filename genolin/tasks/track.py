@@ -119,6 +119,14 @@ class TrackData:
         self.tss = {c: (np.sort(np.array(plus[c], dtype=np.int64)), np.sort(np.array(minus[c], dtype=np.int64)))
                     for c in self.lengths}
 
+    def circles_as(self, contigs: list | None) -> list[str]:
+        """Also read as circular the contigs that match one of ``contigs`` ([name, length] pairs: those a run read
+        as circular in training) by name and length; returns the names of those it added."""
+        known = {(name, length) for name, length in contigs or []}
+        added = [c for c, n in self.lengths.items() if c not in self.circular and (self.contig_name(c), n) in known]
+        self.circular.update(added)
+        return [self.contig_name(c) for c in added]
+
     @classmethod
     def load(cls, fastas: list[str], tss_paths: list[str], cfg: TrainConfig, circular: list[str] | tuple[str, ...] = ()
              ) -> TrackData:
@@ -492,10 +500,20 @@ class TrackTask(Task):
         self.pos_weight: float | None = (state or {}).get("pos_weight")
         # [contig, length, bp read from its start] per training contig: evaluate tells training genomes by it
         self.train_contigs: list | None = (state or {}).get("train_contigs")
+        # [contig, length] per contig training or validation read as circular: evaluate and predict read a contig
+        # of the same name and length as circular too
+        self.circular_contigs: list | None = (state or {}).get("circular_contigs")
         self.train_regions: list[Region] = []
 
     def state(self) -> dict:
-        return {"classes": list(self.strands), "pos_weight": self.pos_weight, "train_contigs": self.train_contigs}
+        return {"classes": list(self.strands), "pos_weight": self.pos_weight, "train_contigs": self.train_contigs,
+                "circular_contigs": self.circular_contigs}
+
+    def _circles_as_trained(self, data: TrackData) -> None:
+        """``data``'s contigs that training read as circular (by name and length) read as circular here too."""
+        added = data.circles_as(self.circular_contigs)
+        if added:
+            log.info("read as circular, as in training: %s", ", ".join(added))
 
     def head(self) -> dict:
         return {"n_classes": 0, "track_channels": 2}
@@ -522,6 +540,8 @@ class TrackTask(Task):
             self.val_set = GenomeRegions(self.train, val_regions)
         self.train_regions = self.train.check_fits(regions, "training part")
         self.train_contigs = [[self.train.contig_name(c), self.train.lengths[c], b] for c, _, b in self.train_regions]
+        self.circular_contigs = sorted({(d.contig_name(c), d.lengths[c]) for d in (self.train, self.val_set.data)
+                                        for c in d.circular})
         rate = self.train.positive_rate(self.train_regions)
         self.pos_weight = cfg.pos_weight if cfg.pos_weight is not None else auto_pos_weight(rate)
         self._loss_weight = torch.tensor([self.pos_weight, self.pos_weight])
@@ -572,6 +592,7 @@ class TrackTask(Task):
             raise InputError(None, "a track model is evaluated on --fasta GENOME --tss TSS.bed")
         data = TrackData.load(inputs.fasta, inputs.tss, self.cfg, inputs.circular)
         check_circular(inputs.circular, data)
+        self._circles_as_trained(data)
         trained = trained_bp(self.train_contigs, data)
         if held_out is None:
             regions = [(c, max(a, trained.get(c, 0)), b) for c, a, b in data.whole() if trained.get(c, 0) < b]
@@ -657,6 +678,7 @@ class TrackTask(Task):
                                    f"{', '.join(TRACK_FORMATS)}")
         data = TrackData.load(inputs.fasta, [], self.cfg, inputs.circular)
         check_circular(inputs.circular, data)
+        self._circles_as_trained(data)
         if data.qualified:
             raise InputError(None, "these genomes share contig names, which one bedGraph cannot tell apart: predict "
                                    "one genome at a time")
