@@ -47,9 +47,8 @@ log = logging.getLogger(__name__)
 
 # The default learning rate, as a share of the run's peak training lr: the weights arrive at the end of a cosine
 # decay (to min_lr_ratio, 0.05 by default, of the peak), so a tenth of the peak is about twice the lr they last
-# moved at. Large enough to lower the masked-token loss of a new genome within a few hundred steps, small enough
-# that the features the (frozen) track head reads drift little; the full peak lr on an objective the head does not
-# see would move them furthest.
+# moved at: meant to lower the masked-token loss of a new genome within a few hundred steps while the features the
+# (frozen) track head reads move little (an expectation; benchmarks/track_recipes.py --adapt-steps measures it).
 LR_SHARE = 0.1
 REPORT_STEPS = 10  # the losses logged are the means of the first and of the last this many steps
 
@@ -77,19 +76,24 @@ class Adaptation:
     losses: list[list[float]]  # per model: the loss of each step, before that step's update
     seconds: float
 
+    @property
+    def report_steps(self) -> int:
+        """Steps averaged at each end: REPORT_STEPS, at most half of the steps (so the two ends never overlap)."""
+        return max(1, min(REPORT_STEPS, self.steps // 2))
+
     def loss_start(self, member: int = 0) -> float:
-        """The mean loss of the first REPORT_STEPS steps of model ``member``."""
-        return float(np.mean(self.losses[member][:REPORT_STEPS]))
+        """The mean loss of the first ``report_steps`` steps of model ``member``."""
+        return float(np.mean(self.losses[member][:self.report_steps]))
 
     def loss_end(self, member: int = 0) -> float:
-        """The mean loss of the last REPORT_STEPS steps of model ``member``."""
-        return float(np.mean(self.losses[member][-REPORT_STEPS:]))
+        """The mean loss of the last ``report_steps`` steps of model ``member``."""
+        return float(np.mean(self.losses[member][-self.report_steps:]))
 
     def describe(self) -> str:
         """One sentence: on what, how many steps, the loss at the start and at the end."""
         losses = "; ".join(f"{self.loss_start(i):.4f} -> {self.loss_end(i):.4f}" for i in range(len(self.losses)))
         lrs = ", ".join(f"{lr:.3g}" for lr in dict.fromkeys(self.lrs))
-        n = min(REPORT_STEPS, self.steps)
+        n = self.report_steps
         return (f"test-time adaptation on {', '.join(self.genomes)}: {self.steps} steps of the masked-token loss "
                 f"(no TSS labels) on batches of {self.batch_size} random windows of {self.window_bp:,} bp, either "
                 f"strand, lr {lrs}, {self.seconds:.1f} s; masked-token loss {losses} (mean of the first and of the "
@@ -134,6 +138,7 @@ def adapt(run: Run, fasta: Sequence[str], steps: int, *, lr: float | None = None
     cfg = run.task.cfg
     data = TrackData.load(list(fasta), [], cfg, tuple(circular))  # no TSS BED: labels never reach adaptation
     check_circular(tuple(circular), data)
+    data.circles_as(getattr(run.task, "circular_contigs", None))  # as predict and evaluate read them
     try:
         regions = data.check_fits(data.whole(), "sequence")
     except InputError:

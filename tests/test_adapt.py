@@ -198,3 +198,34 @@ def test_weights_cast_for_inference_afterwards(genome):
     adapt(run, [str(genome / "g.fa")], 1, batch_size=1, bf16_weights=True)
     assert {p.dtype for p in run.model.parameters()} == {torch.bfloat16}
     assert run.model.norm.eps == torch.finfo(torch.float32).eps
+
+
+def test_adaptation_reads_circles_as_training_did(genome, monkeypatch):
+    """A contig the run read as circular in training (same name and length) is a circle for adaptation too, as
+    for predict and evaluate."""
+    seen = []
+    original = TrackData.circles_as
+    monkeypatch.setattr(TrackData, "circles_as", lambda self, contigs: seen.append(original(self, contigs)) or seen[-1])
+    run = load_run(TRACK_RUN, "cpu")
+    run.task.circular_contigs = [["chrT", 20_000], ["chrT", 19_999]]
+    adapt(run, [str(genome / "g.fa")], 1, batch_size=1)
+    assert seen == [["chrT"]]
+
+
+def test_reported_losses_do_not_overlap():
+    """The logged start and end losses average disjoint steps, however few."""
+    from genolin.adapt import Adaptation
+
+    five = Adaptation(["g"], 5, 1, 2048, [1e-3], [[1.0, 2.0, 3.0, 4.0, 5.0]], 0.1)
+    assert (five.loss_start(), five.loss_end()) == (1.5, 4.5)
+    one = Adaptation(["g"], 1, 1, 2048, [1e-3], [[7.0]], 0.1)
+    assert one.loss_start() == one.loss_end() == 7.0
+    many = Adaptation(["g"], 40, 1, 2048, [1e-3], [list(map(float, range(40)))], 0.1)
+    assert (many.loss_start(), many.loss_end()) == (4.5, 34.5)
+
+
+def test_adapt_lr_without_adapt_steps_is_a_usage_error(tmp_path, genome):
+    r = run_cli("predict", "--model", TRACK_RUN, "--fasta", genome / "g.fa", "--out", tmp_path / "p", "--device",
+                "cpu", "--adapt-lr", "1e-3")
+    assert r.exit_code == 2 and "--adapt-lr" in r.output and "--adapt-steps" in r.output
+    assert not (tmp_path / "p.plus.bedGraph").exists()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import adapt_options, averaging_options, circular_option, window_option
+from genolin.cli.options import adapt_options, averaging_options, check_adapt, circular_option, window_option
 
 
 @click.command(context_settings={"show_default": True})
@@ -47,6 +47,7 @@ def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shi
     if len(model_dirs) > 1 and out is None:
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
     # adaptation trains float32 weights and casts them for inference afterwards (genolin.adapt)
+    check_adapt(adapt_steps, adapt_lr)
     run = load_run(list(model_dirs), device, shift_views=shift_average, window_bp=window_bp,
                    bf16_weights=False if adapt_steps else None)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss),

@@ -47,6 +47,12 @@ def window_option(command):
              "window].")(command)
 
 
+def check_adapt(adapt_steps: int, adapt_lr: float | None) -> None:
+    """A usage error for --adapt-lr without --adapt-steps (it would be ignored)."""
+    if adapt_lr is not None and not adapt_steps:
+        raise click.UsageError("--adapt-lr sets the learning rate of --adapt-steps N; give N above 0")
+
+
 def adapt_options(command):
     """``--adapt-steps N`` (0: off) and ``--adapt-lr LR`` (None: ``genolin.adapt.LR_SHARE`` of the run's lr)."""
     command = click.option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import adapt_options, averaging_options, circular_option, window_option
+from genolin.cli.options import adapt_options, averaging_options, check_adapt, circular_option, window_option
 
 
 @click.command(context_settings={"show_default": True})
@@ -49,6 +49,7 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, t
         raise click.UsageError("give the input as --fasta or as --csv")
     # under torchrun the genome's windows are shared out over the processes; adaptation trains float32 weights and
     # casts them for inference afterwards (genolin.adapt)
+    check_adapt(adapt_steps, adapt_lr)
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
                    shift_views=shift_average, window_bp=window_bp, bf16_weights=False if adapt_steps else None)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
