@@ -34,12 +34,15 @@ def predict(run, inputs: DataSpec, out: str | os.PathLike, options: PredictOptio
         check_adaptable(run)
     if inputs.circular and not run.task.has_track:
         raise InputError(None, "--circular is for the genomes a track model reads, not for sequences")
-    if adapting:
-        if inputs.csv or not inputs.fasta:
-            raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
+    options = options or PredictOptions()
+    if not adapting:
+        return run.task.predict(run.predictor, inputs, out, options)
+
+    def adapted() -> None:  # after the track task has checked every input (TrackTask.predict)
         adapt(run, inputs.fasta, adapt_options.steps, lr=adapt_options.lr, batch_size=adapt_options.batch_size,
-              seed=adapt_options.seed, circular=inputs.circular, progress=(options or PredictOptions()).progress)
-    return run.task.predict(run.predictor, inputs, out, options or PredictOptions())
+              seed=adapt_options.seed, circular=inputs.circular, progress=options.progress)
+
+    return run.task.predict(run.predictor, inputs, out, options, before_scoring=adapted)
 
 
 __all__ = ["AdaptOptions", "PredictOptions", "predict"]

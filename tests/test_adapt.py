@@ -229,3 +229,17 @@ def test_adapt_lr_without_adapt_steps_is_a_usage_error(tmp_path, genome):
                 "cpu", "--adapt-lr", "1e-3")
     assert r.exit_code == 2 and "--adapt-lr" in r.output and "--adapt-steps" in r.output
     assert not (tmp_path / "p.plus.bedGraph").exists()
+
+
+def test_predict_checks_its_inputs_before_adapting(tmp_path, genome, monkeypatch):
+    """A mistyped --contig is one error line before any adaptation step runs."""
+    import genolin.predict
+
+    called = []
+    monkeypatch.setattr(genolin.predict, "adapt", lambda *a, **k: called.append(1))
+    r = run_cli("-q", "predict", "--model", TRACK_RUN, "--fasta", genome / "g.fa", "--out", tmp_path / "p",
+                "--device", "cpu", "--adapt-steps", 40, "--contig", "nosuch")
+    assert r.exit_code == 1 and "no contig 'nosuch' (--contig)" in r.output and not called
+    r = run_cli("-q", "predict", "--model", TRACK_RUN, "--fasta", genome / "g.fa", "--out", tmp_path / "p",
+                "--device", "cpu", "--adapt-steps", 2, "--contig", "chrT")
+    assert r.exit_code == 0 and called == [1], r.output

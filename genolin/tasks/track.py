@@ -666,11 +666,13 @@ class TrackTask(Task):
                 + (" (held-out contig ends)" if held_out else ""))
 
     # -- outputs -----------------------------------------------------------------------------------------------
-    def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions) -> str:
+    def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions, *,
+                before_scoring=None) -> str:
         """OUT.plus / OUT.minus (.bedGraph, or .bw with track_format "bigwig") and OUT.peaks.bed for every contig
         of the genome(s) (``genolin.io.tracks``). Under torchrun the ranks share the batches of windows, every rank
         gets every bin, and rank 0 writes the plus strand and the calls, rank 1 the minus strand
-        (``_predict_shares``)."""
+        (``_predict_shares``). ``before_scoring``: called once every input has passed its checks, before the model
+        reads any window (test-time adaptation: a mistyped --contig is reported before it, not after)."""
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
         if options.track_format not in TRACK_FORMATS:
@@ -692,6 +694,8 @@ class TrackTask(Task):
                 raise InputError(inputs.fasta[0], f"no contig {missing[0]!r} (--contig); its contigs: "
                                                   f"{', '.join(names[:5])}{', ...' if len(names) > 5 else ''}")
             regions = [r for r in regions if r[0] in set(options.contigs)]
+        if before_scoring is not None:
+            before_scoring()
         if predictor.dist.world > 1:
             return self._predict_shares(predictor, data, regions, str(out), options)
         paths = track_paths(str(out), options.track_format)
