@@ -40,7 +40,6 @@ from genolin.inference import Run, inference_bf16
 from genolin.model import Encoder
 from genolin.tasks import TrackData, pad_tokens
 from genolin.tasks.masking import mask_tokens, masked_token_loss
-from genolin.tasks.track import check_circular
 from genolin.train import make_optimizer
 
 log = logging.getLogger(__name__)
@@ -136,9 +135,7 @@ def adapt(run: Run, fasta: Sequence[str], steps: int, *, lr: float | None = None
             raise InputError("--adapt-steps", f"the masked-token loss reads one hidden state per token; this run "
                                               f"pools {model.cfg.stem_pool} tokens in its stem (model.stem_pool)")
     cfg = run.task.cfg
-    data = TrackData.load(list(fasta), [], cfg, tuple(circular))  # no TSS BED: labels never reach adaptation
-    check_circular(tuple(circular), data)
-    data.circles_as(getattr(run.task, "circular_contigs", None))  # as predict and evaluate read them
+    data = run.task.scoring_data(list(fasta), [], tuple(circular))  # no TSS BED: labels never reach adaptation
     try:
         regions = data.check_fits(data.whole(), "sequence")
     except InputError:

@@ -509,11 +509,16 @@ class TrackTask(Task):
         return {"classes": list(self.strands), "pos_weight": self.pos_weight, "train_contigs": self.train_contigs,
                 "circular_contigs": self.circular_contigs}
 
-    def _circles_as_trained(self, data: TrackData) -> None:
-        """``data``'s contigs that training read as circular (by name and length) read as circular here too."""
+    def scoring_data(self, fastas: list[str], tss_paths: list[str], circular: list[str] | tuple[str, ...]
+                     ) -> TrackData:
+        """Genomes to score (evaluate, predict) or adapt on: loaded with their TSS BEDs (none: unlabelled), the
+        --circular names checked, and the contigs training read as circular (by name and length) circular too."""
+        data = TrackData.load(fastas, tss_paths, self.cfg, circular)
+        check_circular(circular, data)
         added = data.circles_as(self.circular_contigs)
         if added:
             log.info("read as circular, as in training: %s", ", ".join(added))
+        return data
 
     def head(self) -> dict:
         return {"n_classes": 0, "track_channels": 2}
@@ -590,9 +595,7 @@ class TrackTask(Task):
         end of each contig that training holds out (True); or every bin, training part included (False)."""
         if not (inputs.fasta and inputs.tss) or inputs.csv:
             raise InputError(None, "a track model is evaluated on --fasta GENOME --tss TSS.bed")
-        data = TrackData.load(inputs.fasta, inputs.tss, self.cfg, inputs.circular)
-        check_circular(inputs.circular, data)
-        self._circles_as_trained(data)
+        data = self.scoring_data(inputs.fasta, inputs.tss, inputs.circular)
         trained = trained_bp(self.train_contigs, data)
         if held_out is None:
             regions = [(c, max(a, trained.get(c, 0)), b) for c, a, b in data.whole() if trained.get(c, 0) < b]
@@ -678,9 +681,7 @@ class TrackTask(Task):
         if options.track_format not in TRACK_FORMATS:
             raise InputError(None, f"unknown track format {options.track_format!r}; choose from "
                                    f"{', '.join(TRACK_FORMATS)}")
-        data = TrackData.load(inputs.fasta, [], self.cfg, inputs.circular)
-        check_circular(inputs.circular, data)
-        self._circles_as_trained(data)
+        data = self.scoring_data(inputs.fasta, [], inputs.circular)
         if data.qualified:
             raise InputError(None, "these genomes share contig names, which one bedGraph cannot tell apart: predict "
                                    "one genome at a time")
