@@ -72,6 +72,21 @@ def run(cmd: list[str], log: Path, env: dict | None = None) -> float:
     return time.monotonic() - t0
 
 
+def run_metadata(benchmark: str, args: dict) -> dict:
+    """The JSON meta of a benchmark run: date, versions, machine, the command line and ``args``."""
+    import torch
+
+    from genolin import __version__
+
+    meta = {"benchmark": benchmark, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "cpu": platform.processor() or platform.machine(), "command": " ".join(["python", *sys.argv]),
+            "args": args}
+    if torch.cuda.is_available():
+        meta["gpu"] = torch.cuda.get_device_name(0)
+    return meta
+
+
 def genome_data(shared: Path, work: Path, eukaryotes: bool, who: str) -> dict[str, tuple[str, str]]:
     """name -> (FASTA, TSS BED) of the three bacteria under the shared data folder and, with ``eukaryotes``, of
     the eukaryotic slices (their BEDs of mRNA starts written under ``work``); exits naming what is missing."""
@@ -229,19 +244,10 @@ def main() -> None:
     args = p.parse_args()
     args.work = args.work or tempfile.mkdtemp(prefix="promoter_tracks_")
 
-    import torch
-
-    from genolin import __version__
-
     data = genome_data(Path(args.shared), Path(args.work), args.eukaryotes, "promoter_tracks")
     cells = [(h, int(w), m) for h in args.held_out.split(",") for w in args.windows.split(",")
              for m in args.mixers.split(",")]
-    meta = {"benchmark": "promoter_tracks", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(), "command": " ".join(["python", *sys.argv]),
-            "args": vars(args)}
-    if torch.cuda.is_available():
-        meta["gpu"] = torch.cuda.get_device_name(0)
+    meta = run_metadata("promoter_tracks", vars(args))
     rows, failed = [], []
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

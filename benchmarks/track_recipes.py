@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import datetime as dt
 import json
 import os
-import platform
 import queue
 import statistics
 import sys
@@ -38,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from promoter_tracks import BACTERIA, EUKARYOTES, genome_data, run  # noqa: E402
+from promoter_tracks import BACTERIA, EUKARYOTES, genome_data, run, run_metadata  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = {"preset": "tiny", "seeds": "0", "held_out": "ecoli", "max_minutes": 1.0,
@@ -224,19 +222,11 @@ def main() -> None:
     args.work = args.work or tempfile.mkdtemp(prefix="track_recipes_")
     recipes = dict(parse_recipe(r) for r in args.recipe)
 
-    import torch
-
-    from genolin import __version__
-
     data = genome_data(Path(args.shared), Path(args.work), args.eukaryotes, "track_recipes")
     jobs = [(name, s, h, int(seed)) for name, s in recipes.items() for seed in str(args.seeds).split(",")
             for h in args.held_out.split(",")]
-    meta = {"benchmark": "track_recipes", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(), "command": " ".join(["python", *sys.argv]),
-            "args": {k: v for k, v in vars(args).items() if k != "recipe"}, "recipes": recipes}
-    if torch.cuda.is_available():
-        meta["gpu"] = torch.cuda.get_device_name(0)
+    meta = {**run_metadata("track_recipes", {k: v for k, v in vars(args).items() if k != "recipe"}),
+            "recipes": recipes}
     rows, failed = [], []
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
