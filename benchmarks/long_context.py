@@ -391,7 +391,7 @@ def genolin_run(args, split: dict, held: str, length: int, seed: int, work: Path
     for other in (n for n in args.score_lengths if n != length):  # the same test centres, windows cut to `other`
         scored = run / f"test_L{other}"
         if not (scored / "metrics.json").exists():
-            test = Path(str(folder).replace(f"_L{length}", f"_L{other}")) / "test.csv"
+            test = folder.parent / f"{held}_L{other}" / "test.csv"  # as prepare_data names it
             cmd = [*GENOLIN, "evaluate", "--model", str(run), "--csv", str(test), "--out", str(scored), "--device",
                    args.device]
             if args.one_view:
