@@ -53,7 +53,6 @@ from genolin.mixers import (
     MIXERS,
     SCAN_MIXERS,
     STREAMING_MIXERS,
-    WINDOWED_MIXERS,
     Mixer,
     build_mixer,
     listed,
@@ -64,8 +63,6 @@ from genolin.ops import add_rms_norm, fused_applies, norm_conv, norm_conv_applie
 # attention pooling's score per position bin is this times its parameter: AdamW moves a parameter by about lr a step,
 # and a bin's score must move by several units to focus the pooling (0.001 a step: thousands of steps)
 POOL_POSITION_SCALE = 32.0
-# pool_positions "centre": the bins span signed distances from the centre up to this many tokens (log-spaced)
-POOL_CENTRE_REACH = 2**16
 
 
 @dataclass
@@ -80,9 +77,6 @@ class EncoderConfig:
     favor_features: int = 128
     favor_redraw_interval: int = 1000  # optimizer steps between FAVOR+ redraws while training (0: never)
     local_window_tokens: int = 128  # "hybrid": local softmax window
-    # linear, favor, hybrid: > 0: the linear attention reads only the keys of the query's window of this many tokens
-    # (odd layers' windows shifted by half), so a token's state never averages over a whole 100 kbp input; 0: all
-    global_window_tokens: int = 0
     max_len: int = 0  # linformer, synthesizer: the longest input in tokens (sizes parameters); 0: training sets it
     linformer_rows: int = 64  # linformer: keys and values projected to this many rows
     synthesizer: str = "dense"  # synthesizer: dense | random (factorised)
@@ -106,10 +100,6 @@ class EncoderConfig:
     # added to each token's pooling score, so a classifier can learn where in its inputs to look (0: off)
     pool_position_bins: int = 0
     pool_position_scale: float = POOL_POSITION_SCALE  # a bin's score is this times its parameter
-    # which bin a token's position falls in: "relative" (token index / real length: the middle bin of a 100 kbp input
-    # spans 780 bp, of a 10 kbp crop 78 bp) or "centre" (signed log-distance from the centre in tokens, so a bin means
-    # the same distance at every length: a model trained on crops reads whole inputs as it read the crops)
-    pool_positions: str = "relative"
     chunk_tokens: int = 16384  # per chunk, for the attention op and for streaming inference
     checkpointing: bool = False  # training: recompute each whole block in the backward pass (little memory)
     checkpoint_mlp: bool = False  # training: recompute each block's norm + MLP (its largest activations); with
@@ -126,8 +116,6 @@ class EncoderConfig:
             raise ValueError(f"pooling must be 'mean' or 'attention', got {self.pooling!r}")
         if self.pool_position_bins < 0 or (self.pool_position_bins and self.pooling != "attention"):
             raise ValueError("pool_position_bins must be 0, or above 0 with pooling='attention'")
-        if self.pool_positions not in ("relative", "centre"):
-            raise ValueError(f"pool_positions must be 'relative' or 'centre', got {self.pool_positions!r}")
         if self.feature_map not in ("elu", "relu", "exp"):
             raise ValueError(f"feature_map must be elu, relu or exp (FAVOR+ is mixer='favor'), "
                              f"got {self.feature_map!r}")
@@ -151,12 +139,6 @@ class EncoderConfig:
             raise ValueError(f"synthesizer must be 'dense' or 'random', got {self.synthesizer!r}")
         if min(self.linformer_rows, self.synthesizer_rank) < 1 or self.max_len < 0:
             raise ValueError("linformer_rows and synthesizer_rank must be 1 or more, max_len 0 or more")
-        if self.global_window_tokens < 0 or self.global_window_tokens % 2:
-            raise ValueError(f"global_window_tokens must be 0 or an even number, got {self.global_window_tokens}")
-        if self.global_window_tokens and not (kind.windows_global and not self.causal
-                                              and self.global_window_tokens <= self.chunk_tokens):
-            raise ValueError(f"global_window_tokens is for a bidirectional {listed(WINDOWED_MIXERS)} mixer, at "
-                             f"most chunk_tokens ({self.chunk_tokens:,})")
         kind.check(self)  # the mixer's own settings (e.g. hybrid: chunk_tokens a multiple of its window)
 
     @property
@@ -395,20 +377,6 @@ def _without_padding(mask: torch.Tensor) -> torch.Tensor | None:
     return None if bool(mask.all()) else mask
 
 
-def position_bins(mask: torch.Tensor, bins: int, kind: str = "relative") -> torch.Tensor:
-    """(B, N) long: the position bin of each token of sequences whose real tokens come first (mask (B, N); n real).
-    "relative": floor(bins i / n). "centre": the signed distance d = i - (n - 1) / 2 mapped to u = sign(d)
-    log2(1 + |d|) / log2(1 + POOL_CENTRE_REACH) in [-1, 1], then floor(bins (u + 1) / 2), so bin bins // 2 holds the
-    centre and each side has bins / 2 log-spaced bins (4 per doubling of the distance at 128 bins)."""
-    n = mask.sum(1, keepdim=True).clamp_min(1)  # (B, 1) real tokens (padding sits at the end)
-    i = torch.arange(mask.shape[1], device=mask.device)[None]  # (1, N)
-    if kind == "relative":
-        return torch.div(i * bins, n, rounding_mode="floor").clamp_max(bins - 1)
-    d = i - (n - 1) / 2  # (B, N) float: half-integers for an even n, so the two middle tokens share no bin
-    u = torch.sign(d) * torch.log2(1 + d.abs()) / math.log2(1 + POOL_CENTRE_REACH)
-    return ((u.clamp(-1, 1) + 1) / 2 * bins).floor().long().clamp(0, bins - 1)
-
-
 def pool_mask(mask: torch.Tensor, p: int) -> torch.Tensor:
     """mask (B, N) -> (B, ceil(N / p)): a group is real when any of its p tokens is."""
     pad = -mask.shape[1] % p
@@ -563,13 +531,16 @@ class Encoder(nn.Module):
     def pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Masked pooling (B, N, d) -> (B, d): mean over real tokens, or softmax-weighted (attention pooling; with
         ``pool_position_bins`` P, token i of a sequence of n real tokens adds ``pool_position_scale`` x
-        ``pool_position[b]`` to its score, b = ``position_bins``)."""
+        ``pool_position[floor(P i / n)]`` to its score)."""
         m = mask.unsqueeze(-1).to(hidden.dtype)
         if self.pool_score is None:
             return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)
         scores = self.pool_score(hidden)  # (B, N, 1)
         if self.pool_position is not None:
-            which = position_bins(mask, self.pool_position.numel(), self.cfg.pool_positions)
+            bins = self.pool_position.numel()
+            n = mask.sum(1, keepdim=True).clamp_min(1)  # (B, 1) real tokens (padding sits at the end)
+            i = torch.arange(mask.shape[1], device=mask.device)[None]  # (1, N)
+            which = torch.div(i * bins, n, rounding_mode="floor").clamp_max(bins - 1)  # (B, N)
             scores = scores + (self.cfg.pool_position_scale * self.pool_position[which]).unsqueeze(-1).to(scores.dtype)
         scores = scores.masked_fill(~mask.unsqueeze(-1), float("-inf"))
         weights = torch.softmax(scores, dim=1).nan_to_num(0.0)  # all-padding rows: zeros

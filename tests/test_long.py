@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 
@@ -226,34 +225,6 @@ def test_position_pooling_equals_its_definition_forward_and_backward_in_float64(
     for a, b in zip(grads, grads_ref, strict=True):
         assert torch.linalg.norm(a - b) / torch.linalg.norm(b) < 1e-12
     assert grads[0].abs().sum() > 0  # the positions learn
-
-
-def test_centre_position_bins_mean_the_same_distance_at_every_length():
-    """pool_positions "centre": a token at a given signed distance from the centre falls in the same bin whether
-    the sequence has 1,001 or 100,001 tokens (so centre crops and whole inputs read alike); the bins rise with
-    the position, the centre holds the middle bin, distances beyond POOL_CENTRE_REACH share the outer bins;
-    padding does not move the centre. "relative" stays floor(bins i / n)."""
-    from genolin.model import POOL_CENTRE_REACH, position_bins
-
-    def bins_of(n, pad=0):
-        mask = torch.arange(n + pad)[None] < n
-        return position_bins(mask, 128, "centre")[0]
-
-    short, long = bins_of(1001), bins_of(100_001)
-    assert torch.equal(short, long[49_500:50_501])  # centre 500 and 50,000: the same distances
-    assert int(long[50_000]) == 64 and (long.diff() >= 0).all()
-    assert int(long[0]) > 0 and int(long[-1]) < 127  # 50,000 tokens is within the reach
-    far = bins_of(4 * POOL_CENTRE_REACH + 1)
-    assert (int(far[0]), int(far[-1])) == (0, 127)
-    assert torch.equal(bins_of(1001, pad=77)[:1001], short)
-    d = torch.arange(1, 60_000)  # each doubling of the distance moves about bins / 2 / log2(1 + reach) bins
-    right = long[50_000 + d[d < 50_001]]
-    assert abs((int(right[32_767]) - int(right[8_191])) / 2 - 64 / math.log2(1 + POOL_CENTRE_REACH)) <= 1
-    mask = torch.arange(10)[None] < torch.tensor([[10], [4]])
-    assert position_bins(mask, 5, "relative").tolist() == [[0, 0, 1, 1, 2, 2, 3, 3, 4, 4], [0, 1, 2, 3, 4, 4, 4, 4, 4,
-                                                                                             4]]
-    with pytest.raises(ValueError, match="pool_positions"):
-        EncoderConfig(pooling="attention", pool_position_bins=8, pool_positions="middle")
 
 
 def test_position_pooling_starts_as_plain_attention_pooling_and_ignores_padding():

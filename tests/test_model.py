@@ -90,42 +90,6 @@ def test_streaming_equals_plain_forward(mixer, causal, stem, monkeypatch):
     assert torch.allclose(other.hidden[real], plain.hidden[real], atol=1e-10)
 
 
-@pytest.mark.parametrize("mixer", ["linear", "favor", "hybrid"])
-def test_global_windows_stream_as_the_plain_forward_and_confine_each_layer(mixer):
-    """global_window_tokens 16 (odd layers shifted by 8): the streaming path (chunks of whole windows) equals the
-    plain forward, and a token's hidden state after one block depends only on the tokens of its window (and the
-    convolution's reach)."""
-    cfg = small(mixer, n_layers=3, global_window_tokens=16, chunk_tokens=32, feature_dim=5 if mixer == "linear"
-                else None)
-    m = model(cfg)
-    ids = token_batch(n=101, lengths=(101, 70, 9))
-    real = ids != 0
-    with torch.no_grad():
-        plain, streamed = m(ids, stream=False), m(ids, stream=True)
-    assert torch.allclose(streamed.hidden[real], plain.hidden[real], atol=1e-10)
-    assert torch.allclose(streamed.logits, plain.logits, atol=1e-10)
-    assert not torch.allclose(plain.hidden[real], model(small(mixer, n_layers=3, chunk_tokens=32, feature_dim=5
-                                                              if mixer == "linear" else None))(ids).hidden[real])
-    one = model(small(mixer, n_layers=1, global_window_tokens=16, chunk_tokens=32))
-    changed = ids.clone()
-    changed[0, 60:] = 5 + (changed[0, 60:] - 4) % 64  # every token from 60 on
-    with torch.no_grad():
-        a, b = one(ids).hidden[0], one(changed).hidden[0]
-    reach = one.cfg.conv_kernel // 2
-    assert torch.equal(a[:48 - reach], b[:48 - reach])  # windows [0, 16), [16, 32), [32, 48): untouched
-    assert not torch.allclose(a[48:60], b[48:60])  # the window [48, 64) reads tokens 60-63
-
-
-def test_global_window_settings_are_checked():
-    for kw, match in [(dict(global_window_tokens=15), "even"), (dict(global_window_tokens=-2), "even"),
-                      (dict(mixer="gla", global_window_tokens=16), "linear, favor and hybrid"),
-                      (dict(causal=True, global_window_tokens=16), "bidirectional"),
-                      (dict(global_window_tokens=64), "at most chunk_tokens"),
-                      (dict(mixer="hybrid", global_window_tokens=12), "2 x local_window_tokens")]:
-        with pytest.raises(ValueError, match=match):
-            small(**{"mixer": "linear", **kw})
-
-
 def test_which_batches_stream():
     """A CPU streams any sequence longer than a chunk; CUDA only batches of more than STREAM_CUDA_MIN_TOKENS block
     tokens (the plain pass runs the fused kernels); mixers without a streaming path never do."""

@@ -19,8 +19,6 @@ from genolin.ops import (
     naive_linear_attention,
     query_state,
     softmax_attention,
-    window_spans,
-    windowed_linear_attention,
 )
 
 
@@ -105,54 +103,6 @@ def test_by_sequence_path_equals_formula_forward_and_backward(fm, padded):
     assert rel(g_fast, g_ref) < 1e-10
     if padded:  # padded keys get no gradient; padded queries still get outputs
         assert g_fast[0, n - n // 3:, 1:].abs().max() == 0
-
-
-def test_window_spans():
-    assert window_spans(10, 4) == [(0, 4), (4, 8), (8, 10)]
-    assert window_spans(10, 4, first=2) == [(0, 2), (2, 6), (6, 10)]
-    assert window_spans(3, 4, first=2) == [(0, 2), (2, 3)] and window_spans(3, 4) == [(0, 3)]
-    with pytest.raises(ValueError, match="first"):
-        window_spans(10, 4, first=5)
-
-
-@pytest.mark.parametrize("fm", FEATURE_MAPS)
-@pytest.mark.parametrize("first", [None, 1, 6, 11])
-@pytest.mark.parametrize("padded", [False, True])
-def test_windowed_op_equals_formula_in_each_window_forward_and_backward(fm, first, padded):
-    """The windowed op (one padded, reshaped call) against the quadratic formula run on each window alone, in
-    float64 with odd sizes: outputs and the gradients of q, k, v. The padded sequence's last third includes whole
-    windows of padding only."""
-    b, n, h, d, window = 3, 47, 2, 5, 11
-    w = projection_for(fm, d)
-    mask = padding_mask(b, n) if padded else None
-    g = torch.Generator().manual_seed(5)
-    qkv = torch.randn(b, n, 3, h, d, generator=g, dtype=torch.float64)
-    weight = torch.randn(b, n, h, d, generator=g, dtype=torch.float64)
-    results = []
-    for windowed in (True, False):
-        leaf = qkv.clone().requires_grad_()
-        q, k, v = leaf.unbind(2)
-        if windowed:
-            o = windowed_linear_attention(q, k, v, window=window, first=first, feature_map=fm, projection=w,
-                                          key_padding_mask=mask, backend="reference")
-        else:
-            o = torch.full_like(v, float("nan"))  # every position must be written by exactly one window
-            for s, e in window_spans(n, window, first):
-                o[:, s:e] = naive_linear_attention(q[:, s:e], k[:, s:e], v[:, s:e], feature_map=fm, projection=w,
-                                                   key_padding_mask=None if mask is None else mask[:, s:e])
-        (o * weight).sum().backward()
-        results.append((o.detach(), leaf.grad.clone()))
-    (o_fast, g_fast), (o_ref, g_ref) = results
-    assert o_fast.shape == (b, n, h, d) and torch.isfinite(o_fast).all() and torch.isfinite(g_fast).all()
-    assert rel(o_fast, o_ref) < 1e-12
-    assert rel(g_fast, g_ref) < 1e-10
-    # a query reads only its own window: changing a key elsewhere leaves its output as it was
-    (s, e), *_ = window_spans(n, window, first)
-    k2 = qkv[:, :, 1].clone()
-    k2[:, e:] += torch.randn(k2[:, e:].shape, generator=g, dtype=torch.float64)
-    o2 = windowed_linear_attention(qkv[:, :, 0], k2, qkv[:, :, 2], window=window, first=first, feature_map=fm,
-                                   projection=w, key_padding_mask=mask)
-    assert torch.equal(o2[:, :e], o_fast[:, :e]) and not torch.allclose(o2[:, e:], o_fast[:, e:])
 
 
 @pytest.mark.parametrize("fm", ELEMENTWISE_MAPS)

@@ -13,14 +13,7 @@ if not ON_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # conftest sets it too: it must precede the import of triton
 pytest.importorskip("triton", reason="triton is not installed (the gpu extra; the dev extra includes it)")
 
-from genolin.ops import (  # noqa: E402
-    FEATURE_MAPS,
-    favor_projection,
-    linear_attention,
-    naive_linear_attention,
-    window_spans,
-    windowed_linear_attention,
-)
+from genolin.ops import FEATURE_MAPS, favor_projection, linear_attention, naive_linear_attention  # noqa: E402
 
 DEVICE = "cuda" if ON_GPU else "cpu"
 TOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 2e-2}
@@ -76,30 +69,6 @@ def test_float32_against_float64(fm, n, d):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_precision_against_float64(fm, dtype):
     check(fm, 257, 32, 24, dtype)
-
-
-@pytest.mark.parametrize("fm", ["elu", "favor"])
-def test_windowed_attention_on_the_kernels_against_float64(fm):
-    """The windowed op on the kernels (its windows one batch of rows; a window of padding only among them) against
-    the formula on each window alone in float64: output and the gradients of q, k, v."""
-    b, n, h, d, window, first = 2, 77, 2, 16, 32, 16
-    g = torch.Generator().manual_seed(9)
-    q, k, v, grad = (torch.randn(b, n, h, d, generator=g) * 0.7 for _ in range(4))
-    w = favor_projection(24, d, seed=0) if fm == "favor" else None
-    mask = torch.ones(b, n, dtype=torch.bool)
-    mask[-1, 40:] = False
-    qd, kd, vd = (x.to(DEVICE).clone().requires_grad_() for x in (q, k, v))
-    out = windowed_linear_attention(qd, kd, vd, window=window, first=first, feature_map=fm, key_padding_mask=mask.to(
-        DEVICE), projection=None if w is None else w.to(DEVICE), backend="triton")
-    out.backward(grad.to(DEVICE))
-    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
-    ref = torch.cat([naive_linear_attention(q64[:, s:e], k64[:, s:e], v64[:, s:e], feature_map=fm, key_padding_mask=
-                                            mask[:, s:e], projection=None if w is None else w.double())
-                     for s, e in window_spans(n, window, first)], dim=1)
-    ref.backward(grad.double())
-    assert rel(out.detach().cpu(), ref) < TOL[torch.float32]
-    for fast, slow in ((qd, q64), (kd, k64), (vd, v64)):
-        assert torch.isfinite(fast.grad).all() and rel(fast.grad.cpu(), slow.grad) < TOL[torch.float32]
 
 
 def test_unpadded_and_strided_inputs():

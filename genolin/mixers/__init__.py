@@ -40,7 +40,6 @@ STREAMING_MIXERS = tuple(n for n, c in MIXER_CLASSES.items() if c.streams)  # th
 CAUSAL_MIXERS = tuple(n for n, c in MIXER_CLASSES.items() if c.causal_capable)  # causal=True and the step API
 SCAN_MIXERS = tuple(n for n, c in MIXER_CLASSES.items() if c.scan)
 LENGTH_LIMITED_MIXERS = tuple(n for n, c in MIXER_CLASSES.items() if c.length_limited)  # parameters sized by max_len
-WINDOWED_MIXERS = tuple(n for n, c in MIXER_CLASSES.items() if c.windows_global)  # global_window_tokens
 
 
 def mixer_class(name: str) -> type[Mixer]:
@@ -58,5 +57,4 @@ def build_mixer(cfg, layer: int) -> Mixer:
 __all__ = ["CAUSAL_MIXERS", "GLA_GATE_NORMALIZER", "GLA_MIN_LOG_DECAY", "LENGTH_LIMITED_MAX_TOKENS",
            "LENGTH_LIMITED_MIXERS", "MIXERS", "MIXER_CLASSES", "SCAN_MIXERS", "STREAMING_MIXERS", "DeltaNetMixer",
            "FNetMixer", "FavorMixer", "GLAMixer", "GatedDeltaNetMixer", "HybridMixer", "LinearMixer",
-           "LinformerMixer", "Mixer", "SoftmaxMixer", "SynthesizerMixer", "WINDOWED_MIXERS", "build_mixer", "listed",
-           "mixer_class"]
+           "LinformerMixer", "Mixer", "SoftmaxMixer", "SynthesizerMixer", "build_mixer", "listed", "mixer_class"]

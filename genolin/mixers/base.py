@@ -8,8 +8,7 @@ tuples:
 - ``causal_capable``: ``causal=True`` is allowed, and ``step`` (one token at a time) equals the parallel form;
 - ``scan``: a recurrent scan (decay gates and/or the delta rule), run both ways;
 - ``length_limited``: parameters sized by ``max_len``; longer inputs are refused;
-- ``redraws``: random features ``redraw`` replaces while training (FAVOR+);
-- ``windows_global``: ``global_window_tokens`` confines its (linear) attention to windows.
+- ``redraws``: random features ``redraw`` replaces while training (FAVOR+).
 ``check(cfg)`` raises ValueError for settings the kind cannot take (called by ``EncoderConfig``).
 
 The pieces most kinds share live here: the q, k, v projection (``qkv``, (d -> 3 d), unless ``uses_qkv`` is off)
@@ -44,7 +43,6 @@ class Mixer(nn.Module):
     scan: bool = False
     length_limited: bool = False
     redraws: bool = False
-    windows_global: bool = False
     uses_qkv: bool = True
 
     @classmethod

@@ -19,8 +19,6 @@ class HybridMixer(LinearMixer):
     def check(cls, cfg) -> None:
         if cfg.chunk_tokens % cfg.local_window_tokens:  # streamed chunks must not cut a window
             raise ValueError("chunk_tokens must be a multiple of local_window_tokens for the hybrid mixer")
-        if cfg.global_window_tokens % (2 * cfg.local_window_tokens):  # shifted windows must not cut a local one
-            raise ValueError("global_window_tokens must be a multiple of 2 x local_window_tokens for the hybrid mixer")
 
     def __init__(self, cfg, layer: int):
         super().__init__(cfg, layer)

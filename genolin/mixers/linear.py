@@ -3,10 +3,7 @@ learned per-head projection of q and k to ``feature_dim`` features) and "favor" 
 random features, redrawn while training). Both, and the hybrid mixer built on them (``hybrid.py``), have the
 streaming path and the causal form with a step API:
 
-- whole sequence: ``linear_attention`` (the op works in chunks of ``chunk_tokens``); with ``global_window_tokens``
-  G, ``windowed_linear_attention`` inside windows of G tokens, odd layers' windows shifted by G / 2 (Swin's
-  shift, so a token near a boundary of one layer's windows is inside the next layer's);
-- streaming, windowed: each chunk of whole windows on its own;
+- whole sequence: ``linear_attention`` (the op works in chunks of ``chunk_tokens``);
 - streaming, bidirectional: pass 1 accumulates every chunk's keys and values into the state S, z; pass 2 lets each
   chunk's queries read it; causal: one pass carrying the state from chunk to chunk;
 - step: the state after the tokens so far, updated by one token.
@@ -26,8 +23,6 @@ from genolin.ops import (
     favor_projection,
     linear_attention,
     query_state,
-    window_spans,
-    windowed_linear_attention,
 )
 
 
@@ -40,7 +35,7 @@ class LinearMixer(Mixer):
     """phi(q) (phi(k)^T v) / (phi(q) . sum phi(k)) per head, phi the configured feature map."""
 
     name = "linear"
-    streams = causal_capable = windows_global = True
+    streams = causal_capable = True
     learned_features = True  # feature_dim: a learned per-head projection before the feature map
 
     def __init__(self, cfg, layer: int):
@@ -61,22 +56,6 @@ class LinearMixer(Mixer):
     def _linear_kwargs(self) -> dict:
         return {"feature_map": self.cfg.feature_map}
 
-    def _first_window(self, start: int) -> int:
-        """Tokens in the first attention window of a span starting at token ``start`` (global_window_tokens G;
-        this layer's windows start at every multiple of G, odd layers' at G / 2 plus those)."""
-        g = self.cfg.global_window_tokens
-        return (g // 2 * (self.layer % 2) - start) % g or g
-
-    def _attend(self, q, k, v, mask, start: int = 0) -> torch.Tensor:
-        """Linear attention o (B, N, H, hd) of the tokens from ``start`` on: over all of them, or inside this
-        layer's windows (``global_window_tokens``; the span must hold whole windows but at its ends)."""
-        cfg = self.cfg
-        kwargs = dict(key_padding_mask=mask, eps=cfg.eps, chunk_size=cfg.chunk_tokens, **self._linear_kwargs())
-        if cfg.global_window_tokens:
-            return windowed_linear_attention(self._features(q), self._features(k), v, window=cfg.global_window_tokens,
-                                             first=self._first_window(start), **kwargs)
-        return linear_attention(self._features(q), self._features(k), v, causal=cfg.causal, **kwargs)
-
     def _mix(self, x, q, k, v, mask, o: torch.Tensor) -> torch.Tensor:
         """What the heads give for the linear attention ``o`` (B, N, H, hd) of x's tokens: o itself (the hybrid
         mixer adds its local softmax)."""
@@ -88,8 +67,11 @@ class LinearMixer(Mixer):
 
     # -- whole sequence ----------------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        cfg = self.cfg
         q, k, v = self._qkv(x)
-        return self._finish(self._mix(x, q, k, v, mask, self._attend(q, k, v, mask)))
+        o = linear_attention(self._features(q), self._features(k), v, key_padding_mask=mask, causal=cfg.causal,
+                             eps=cfg.eps, chunk_size=cfg.chunk_tokens, **self._linear_kwargs())
+        return self._finish(self._mix(x, q, k, v, mask, o))
 
     # -- streaming inference: x (B, N, d) in chunks of C tokens, output added into ``residual`` -----------------
     @torch.no_grad()
@@ -97,12 +79,6 @@ class LinearMixer(Mixer):
         cfg = self.cfg
         n = x.shape[1]
         kwargs = self._linear_kwargs()
-        if cfg.global_window_tokens:  # chunks of whole windows, each on its own
-            for s, e in self._window_chunks(n, chunk):
-                xc, mc = x[:, s:e], None if mask is None else mask[:, s:e]
-                q, k, v = self._qkv(xc)
-                residual[:, s:e] += self._finish(self._mix(xc, q, k, v, mc, self._attend(q, k, v, mc, start=s)))
-            return
         if cfg.causal:
             state = None
             for s in range(0, n, chunk):
@@ -122,16 +98,6 @@ class LinearMixer(Mixer):
             q, k, v = self._qkv(xc)
             o = query_state(self._features(q), state, eps=cfg.eps, out_dtype=v.dtype, **kwargs)
             residual[:, s:s + chunk] += self._finish(self._mix(xc, q, k, v, mc, o))
-
-    def _window_chunks(self, n: int, chunk: int) -> list[tuple[int, int]]:
-        """Spans (start, end) of at most ``chunk`` tokens (at least one window) that cut no attention window."""
-        spans, size = [], max(chunk, self.cfg.global_window_tokens)
-        for s, e in window_spans(n, self.cfg.global_window_tokens, self._first_window(0)):
-            if spans and e - spans[-1][0] <= size:
-                spans[-1] = (spans[-1][0], e)
-            else:
-                spans.append((s, e))
-        return spans
 
     # -- one token at a time (causal) -------------------------------------------------------------------------
     def init_state(self) -> dict:

@@ -3,7 +3,6 @@
 - ``linear_attention(q, k, v, ...)``: the public op, (B, N, H, D) layout; see ``linear_attn.py``.
 - ``accumulate_state`` / ``query_state`` / ``causal_linear_attention`` / ``linear_attention_step``: the same
   computation split so callers can stream over chunks or tokens.
-- ``windowed_linear_attention``: the same inside non-overlapping windows (``window_spans``), all in one call.
 - ``by_sequence_linear_attention``: the CPU's fast path for bidirectional elementwise maps (no layout copies).
 - ``naive_linear_attention``: the formula with an explicit N x N kernel matrix (tests only).
 - ``softmax_attention``: exact attention in the same layout; ``local_softmax_attention`` inside windows.
@@ -41,8 +40,6 @@ from genolin.ops.linear_attn import (
     linear_attention_step,
     naive_linear_attention,
     query_state,
-    window_spans,
-    windowed_linear_attention,
 )
 from genolin.ops.mixing import check_length, fnet_mixing, linformer_attention, synthesizer_attention
 from genolin.ops.norm_conv import norm_conv, norm_conv_applies, norm_conv_reference
@@ -76,8 +73,6 @@ __all__ = [
     "linformer_attention",
     "local_softmax_attention",
     "naive_linear_attention",
-    "window_spans",
-    "windowed_linear_attention",
     "neutral_padding",
     "norm_conv",
     "norm_conv_applies",

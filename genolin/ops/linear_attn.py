@@ -31,7 +31,6 @@ import os
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from genolin.ops.feature_maps import (
     FEATURE_MAPS,
@@ -360,48 +359,6 @@ def linear_attention(
                              key_padding_mask=key_padding_mask, chunk_size=chunk_size)
     return query_state(q, state, feature_map=feature_map, projection=projection, eps=eps,
                        chunk_size=chunk_size, out_dtype=v.dtype)
-
-
-def window_spans(n: int, window: int, first: int | None = None) -> list[tuple[int, int]]:
-    """The non-overlapping windows (start, end) of ``n`` tokens: the first holds ``first`` tokens (1..window;
-    None: window), every other ``window`` tokens, the last what is left."""
-    first = window if first is None else first
-    if not 1 <= first <= window:
-        raise ValueError(f"first must be from 1 to window ({window}), got {first}")
-    starts = [0] + list(range(first, n, window))
-    return [(s, min(e, n)) for s, e in zip(starts, starts[1:] + [n], strict=True) if s < n]
-
-
-def windowed_linear_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    *,
-    window: int,
-    first: int | None = None,
-    key_padding_mask: torch.Tensor | None = None,
-    **kwargs,
-) -> torch.Tensor:
-    """Bidirectional linear attention inside each of ``window_spans(N, window, first)``: a query reads only the
-    keys of its own window. o (B, N, H, E) in v's dtype; ``kwargs`` as ``linear_attention`` takes them.
-
-    One call for every window: the sequence is padded (window - first tokens before it, the rest of the last
-    window after) to (B x W, window, H, D), the padding masked out of the keys."""
-    b, n = q.shape[:2]
-    first = window if first is None else first
-    if n <= first:
-        return linear_attention(q, k, v, key_padding_mask=key_padding_mask, **kwargs)
-    lead = window - first
-    w = -(-(n + lead) // window)
-    tail = w * window - n - lead
-    mask = key_padding_mask if key_padding_mask is not None else q.new_ones((b, n), dtype=torch.bool)
-    mask = F.pad(mask, (lead, tail), value=False).reshape(b * w, window)
-
-    def laid(t: torch.Tensor) -> torch.Tensor:  # (B, N, H, D) -> (B x W, window, H, D)
-        return F.pad(t, (0, 0, 0, 0, lead, tail)).reshape(b * w, window, *t.shape[2:])
-
-    o = linear_attention(laid(q), laid(k), laid(v), key_padding_mask=mask, **kwargs)
-    return o.reshape(b, w * window, *o.shape[2:])[:, lead:lead + n]
 
 
 BY_SEQUENCE_MIN_TOKENS = 512  # shorter sequences: the reference (its batched einsums beat a loop over many short ones)
