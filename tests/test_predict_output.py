@@ -502,3 +502,66 @@ def test_bedgraph_header_lets_the_browser_scale_to_the_values():
         w.flush()
     header = fh.getvalue().decode().splitlines()[0]
     assert "autoScale=on" in header and "viewLimits" not in header
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_graphs_are_captured_before_the_pipeline_threads_start(two_contigs, monkeypatch, caplog, fails):
+    """CUDA graphs (here a stand-in that records where it captures and replays by calling the forward) are captured,
+    with padding and without, on the caller's thread before any batch is read; a capture that fails turns them
+    off for the whole run with one warning and every batch keeps the graphs' shape, so the values are the same."""
+    import threading
+
+    import genolin.inference.genome
+    from genolin.inference import GraphCaptureError, load_run
+    from genolin.inference.genome import GenomeWindows
+    from genolin.tasks.track import TrackData
+
+    events = []
+
+    class StandIn:
+        def __init__(self, forward, device):
+            self.forward, self.graphs = forward, {}
+
+        def capture(self, flags, *inputs):
+            events.append(("capture", threading.current_thread().name, flags[0]))
+            if fails:
+                raise GraphCaptureError("operation not permitted when stream is capturing")
+            self.graphs[flags] = tuple(t.shape for t in inputs)
+
+        def __call__(self, flags, *inputs):
+            assert self.graphs[flags] == tuple(t.shape for t in inputs)  # every batch has the captured shape
+            events.append(("replay", threading.current_thread().name, flags[0]))
+            return self.forward(*flags, *inputs)
+
+    monkeypatch.setattr(genolin.inference.genome, "GraphedForward", StandIn)
+    original_tokens = GenomeWindows.tokens
+    monkeypatch.setattr(GenomeWindows, "tokens", lambda self, *a: (events.append(
+        ("tokens", threading.current_thread().name, None)), original_tokens(self, *a))[1])
+    fasta, _ = two_contigs
+
+    def probs():
+        monkeypatch.setattr(GenomeWindows, "graphs_wanted", lambda self: True)
+        run = load_run(V1_TRACK, "cpu", batch_size=3)
+        data = TrackData.load([str(fasta)], [], run.config.train)
+        pieces = run.predictor.region_probs(data, data.whole(), rc_average=True, progress=False)
+        return np.concatenate([p for _, _, p in pieces]), run.predictor
+
+    run = load_run(V1_TRACK, "cpu", batch_size=3)
+    run.predictor.compiled = True  # the same fixed batch shape, the eager model, no graphs: the values to match
+    data = TrackData.load([str(fasta)], [], run.config.train)
+    fixed = np.concatenate([p for _, _, p in run.predictor.region_probs(data, data.whole(), rc_average=True,
+                                                                        progress=False)])
+    events.clear()
+    with caplog.at_level("WARNING", logger="genolin.inference"):
+        got, pred = probs()
+    main = threading.current_thread().name
+    captures = [e for e in events if e[0] == "capture"]
+    assert captures == ([("capture", main, False)] if fails else [("capture", main, False), ("capture", main, True)])
+    assert events[:len(captures) + 1] == [("tokens", main, None), *captures]  # before any reader thread's batch
+    assert all(e[1] != main for e in events[len(captures) + 1:] if e[0] == "tokens")
+    if fails:
+        assert pred.windows.graphs is False and not any(e[0] == "replay" for e in events)
+        assert sum("CUDA graphs unavailable" in r.message for r in caplog.records) == 1
+    else:
+        assert {e[2] for e in events if e[0] == "replay"} == {False, True}
+    assert np.array_equal(got, fixed)

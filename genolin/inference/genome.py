@@ -48,12 +48,37 @@ class GenomeWindows:
         self.predictor = predictor
         self.graphs: GraphedForward | None | bool = None
 
-    def graphs_apply(self) -> bool:
-        """Whether genome batches replay CUDA graphs: the predictor's ``cuda_graphs`` and eager on CUDA (compiled
-        blocks launch from their own wrappers), unless GENOLIN_CUDA_GRAPHS=0 or a capture failed."""
+    def graphs_wanted(self) -> bool:
+        """Whether genome batches are meant to replay CUDA graphs: the predictor's ``cuda_graphs`` and eager on CUDA
+        (compiled blocks launch from their own wrappers), unless GENOLIN_CUDA_GRAPHS=0. Such batches all have the
+        full batch's shape, replayed or (a capture failed) not, so both give the same kernels the same shapes."""
         p = self.predictor
-        return (p.cuda_graphs and p.device.type == "cuda" and not p.compiled and self.graphs is not False
-                and graphs_allowed())
+        return p.cuda_graphs and p.device.type == "cuda" and not p.compiled and graphs_allowed()
+
+    def graphs_apply(self) -> bool:
+        """Whether genome batches replay CUDA graphs: wanted, and no capture failed."""
+        return self.graphs is not False and self.graphs_wanted()
+
+    def capture(self, data: TrackData, regions, rc_average: bool) -> None:
+        """Capture the CUDA graphs of this genome's batches (with padding and without) now, on the caller's thread,
+        before the pipeline's threads start: a capture while another thread calls CUDA (a pinned copy on the
+        reader thread) fails, and batches then ran eager from that point. A failed capture turns graphs off for
+        the whole run, with one warning."""
+        if not self.graphs_apply() or self.graphs is not None:
+            return
+        first = next(iter(self.plan(data, regions)), None)
+        if first is None:
+            return
+        _, _, codes, nbins = self.tokens(data, first, rc_average)
+        graphs = GraphedForward(self._forward, self.predictor.device)
+        try:
+            for padding in (False, True):
+                graphs.capture((padding, rc_average), codes, nbins)
+        except GraphCaptureError as exc:
+            log.warning("CUDA graphs unavailable (%s); launching the model's kernels one by one", exc)
+            self.graphs = False
+            return
+        self.graphs = graphs
 
     def window_bins(self, data: TrackData) -> tuple[int, int]:
         """(bins per genome window, margin bins) of the predictor's ``window_bp`` (``windows.window_bins``)."""
@@ -70,7 +95,7 @@ class GenomeWindows:
         p = self.predictor
         # compiled or CUDA graphs: one shape for every batch, one compiled or captured graph (the reverse
         # complements then start at row batch_size, the rows between them padding with 0 real bins)
-        if p.compiled or self.graphs_apply():
+        if p.compiled or self.graphs_wanted():
             rows, tokens = p.batch_size, self.window_bins(data)[0]
         else:
             rows, tokens = len(batch), max(w.bins for w, _, _ in batch)

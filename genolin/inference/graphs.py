@@ -36,12 +36,17 @@ class GraphedForward:
         self.forward, self.device = forward, device
         self.graphs: dict[tuple, tuple[list, torch.cuda.CUDAGraph, torch.Tensor]] = {}
 
-    def __call__(self, flags: tuple, *inputs: torch.Tensor) -> torch.Tensor:
-        """``forward(*flags, *inputs)``; ``flags``: hashable arguments that choose the computation (padding, RC)."""
+    def capture(self, flags: tuple, *inputs: torch.Tensor) -> tuple:
+        """The graph of ``forward(*flags, *inputs)``'s shapes and flags, captured now if it is not yet: (input
+        buffers, graph, output). ``flags``: hashable arguments that choose the computation (padding, RC)."""
         key = (tuple((tuple(t.shape), t.dtype) for t in inputs), flags)
         if key not in self.graphs:
             self.graphs[key] = self._capture(inputs, flags)
-        static, graph, out = self.graphs[key]
+        return self.graphs[key]
+
+    def __call__(self, flags: tuple, *inputs: torch.Tensor) -> torch.Tensor:
+        """``forward(*flags, *inputs)`` replayed (captured first if need be)."""
+        static, graph, out = self.capture(flags, *inputs)
         for buffer, t in zip(static, inputs, strict=True):
             buffer.copy_(t, non_blocking=True)
         graph.replay()
@@ -57,7 +62,8 @@ class GraphedForward:
                 self.forward(*flags, *static)
             main.wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            # thread-local: CUDA calls other threads make meanwhile (pinned copies) do not end the capture
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 out = self.forward(*flags, *static)
         except RuntimeError as exc:
             torch.cuda.synchronize(self.device)

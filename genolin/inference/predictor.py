@@ -168,6 +168,7 @@ class Predictor:
         their own, up to ``PIECES_AHEAD`` pieces ahead of the caller, who writes them meanwhile. ``everywhere``
         (torchrun): the ranks share the batches and every rank yields every piece
         (``ranks.region_probs_everywhere``)."""
+        self.windows.capture(data, regions, rc_average)  # CUDA graphs: here, before any pipeline thread starts
         if ahead and self.device.type == "cuda" and (everywhere or not (self.dist.world > 1 and shared)):
             yield from computed_ahead(self.region_probs(data, regions, rc_average=rc_average, progress=progress,
                                                         shared=shared, everywhere=everywhere),
