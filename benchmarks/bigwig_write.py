@@ -1,0 +1,161 @@
+"""How fast the bigWig writers take a genome's track: two strands of pieces, as ``genolin predict`` feeds them,
+against libBigWig (pyBigWig, 10 zoom levels: the writer genolin used before its own) and the bedGraph writer.
+
+The track is the synthetic one of ``bedgraph_write.py`` (runs of random length at 4 decimals), cut into pieces of
+``--piece-bins``. Rows: genolin's writer in this process; the same in two child processes (one per strand, as
+predict runs it: ``BackgroundBigWigWriter``); libBigWig in this process; the bedGraph writer in this process.
+Figures: wall clock of feeding and closing both files, CPU time of this process and of its children, ns per value
+(wall), file size.
+
+    python benchmarks/bigwig_write.py --mbp 20 --out benchmarks/results/bigwig_write/epyc_2cores
+
+Writes PREFIX.json and PREFIX.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# only what the writers need at the top: spawned writer processes import this module again (torch would cost each
+# one a second and more of CPU; genolin predict's own children import no torch)
+from genolin import __version__  # noqa: E402
+from genolin.io.bedgraph import DECIMALS, BedGraphWriter  # noqa: E402
+from genolin.io.bigwig import BackgroundBigWigWriter, BigWigWriter  # noqa: E402
+
+
+class LibBigWig:
+    """pyBigWig with 10 zoom levels, the values fed as genolin's writer took them before (fixed-step entries)."""
+
+    def __init__(self, path, lengths):
+        import pyBigWig
+
+        self.bw = pyBigWig.open(str(path), "w")
+        self.bw.addHeader(list(lengths.items()), maxZooms=10)
+
+    def __enter__(self):
+        return self
+
+    def add(self, contig, first_bin, values, stride, length):
+        self.bw.addEntries(contig, first_bin * stride, values=np.round(values.astype(np.float64), DECIMALS),
+                           span=stride, step=stride)
+
+    def flush(self):
+        pass
+
+    def __exit__(self, *exc):
+        self.bw.close()
+
+
+class BedGraph:
+    def __init__(self, path, lengths):
+        self.f = open(path, "wb")
+        self.w = BedGraphWriter(self.f, "synthetic", "0,0,0")
+
+    def __enter__(self):
+        return self
+
+    def add(self, *args):
+        self.w.add(*args)
+
+    def flush(self):
+        self.w.flush()
+
+    def __exit__(self, *exc):
+        self.w.close()
+        self.f.close()
+
+
+WRITERS = {"genolin": BigWigWriter, "genolin, 2 processes": BackgroundBigWigWriter, "libBigWig": LibBigWig,
+           "bedGraph": BedGraph}
+
+
+def run(name: str, contigs, stride: int, piece_bins: int, folder: Path) -> dict:
+    from bedgraph_write import cpu_times
+
+    lengths = {c: len(t) * stride for c, t in contigs}
+    suffix = "bedGraph" if name == "bedGraph" else "bw"
+    paths = [folder / f"{name.split(',')[0]}.{s}.{suffix}" for s in ("plus", "minus")]
+    user0, sys0, kids0 = cpu_times()
+    t0 = time.perf_counter()
+    writers = [WRITERS[name](p, lengths) for p in paths]
+    for w in writers:
+        w.__enter__()
+    for contig, track in contigs:
+        for first in range(0, len(track), piece_bins):
+            piece = track[first: first + piece_bins]
+            for s in range(2):
+                writers[s].add(contig, first, piece[:, s], stride, lengths[contig])
+        for w in writers:
+            w.flush()
+    for w in writers:
+        w.__exit__(None, None, None)
+    wall = time.perf_counter() - t0
+    user1, sys1, kids1 = cpu_times()
+    values = 2 * sum(len(t) for _, t in contigs)
+    size = sum(p.stat().st_size for p in paths)
+    for p in paths:
+        p.unlink()
+    return {"writer": name, "wall_s": round(wall, 3), "main_cpu_s": round(user1 - user0 + sys1 - sys0, 3),
+            "children_cpu_s": round(kids1 - kids0, 3), "values": values,
+            "ns_per_value": round(wall / values * 1e9, 1), "bytes": size}
+
+
+def main() -> None:
+    from bedgraph_write import synthetic_track
+
+    from genolin.bench import cpu_name
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mbp", type=float, default=20.0, help="genome size (both strands are written)")
+    ap.add_argument("--contig-mbp", type=float, default=5.0)
+    ap.add_argument("--stride", type=int, default=4, help="bp per bin")
+    ap.add_argument("--run-bins", type=float, default=1.5, help="mean run length in bins")
+    ap.add_argument("--piece-bins", type=int, default=14336, help="bins per piece (a window's centre)")
+    ap.add_argument("--writers", nargs="+", default=list(WRITERS), choices=list(WRITERS))
+    ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/bigwig_write/latest"))
+    args = ap.parse_args()
+
+    rng = np.random.default_rng(0)
+    n_contigs = max(1, round(args.mbp / args.contig_mbp))
+    bins = int(args.mbp * 1e6 / args.stride / n_contigs)
+    contigs = [(f"NC_{i:06d}.1", synthetic_track(bins, args.run_bins, rng)) for i in range(n_contigs)]
+    folder = Path(tempfile.mkdtemp(prefix="bigwig_write.", dir=args.dir))
+    try:
+        rows = [run(w, contigs, args.stride, args.piece_bins, folder) for w in args.writers]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    mbp = n_contigs * bins * args.stride / 1e6
+    for r in rows:
+        r["mbp_per_s"] = round(mbp / r["wall_s"], 2)
+    result = {"genolin": __version__, "date": dt.date.today().isoformat(), "cpu": cpu_name(),
+              "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(), "numpy": np.__version__,
+              "command": " ".join(sys.argv), "mbp": mbp, "stride": args.stride, "rows": rows}
+    table = ["| writer | wall s | Mbp/s | ns per value | this process CPU s | children CPU s | MB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    table += [f"| {r['writer']} | {r['wall_s']:.2f} | {r['mbp_per_s']:.1f} | {r['ns_per_value']:.0f} | "
+              f"{r['main_cpu_s']:.2f} | {r['children_cpu_s']:.2f} | {r['bytes'] / 1e6:.0f} |" for r in rows]
+    text = (f"# bigWig writing, {mbp:.1f} Mbp, two strands, stride {args.stride}\n\n"
+            f"{result['cpu']} ({result['cores']} cores), genolin {__version__}, {result['date']}\n\n"
+            f"`{result['command']}`\n\n" + "\n".join(table) + "\n")
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    args.out.with_suffix(".md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()

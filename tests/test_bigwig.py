@@ -1,0 +1,118 @@
+"""Our bigWig writer against libBigWig (pyBigWig): the same values and intervals read back, the header's summary
+and the zoom levels' statistics; many contigs (a B+ tree of several levels), many blocks (an R tree of several
+levels), pieces of every size with a gap, short last bins."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pyBigWig = pytest.importorskip("pyBigWig", reason="pyBigWig reads the files back")
+
+from genolin.io.bedgraph import DECIMALS  # noqa: E402
+from genolin.io.bigwig import BIGWIG_MAGIC, BigWigWriter  # noqa: E402
+
+
+def reference(path, lengths, pieces):
+    """libBigWig writing the same pieces (the writer genolin used before its own)."""
+    bw = pyBigWig.open(str(path), "w")
+    bw.addHeader([(c, n) for c, n in lengths.items()], maxZooms=10)
+    for contig, first, values, stride in pieces:
+        values = np.round(values, DECIMALS)
+        n, start = lengths[contig], first * stride
+        full = min(len(values), max(0, (n - start) // stride))
+        if full:
+            bw.addEntries(contig, start, values=values[:full], span=stride, step=stride)
+        if full < len(values) and start + full * stride < n:
+            bw.addEntries([contig], [start + full * stride], ends=[n], values=[float(values[full])])
+    bw.close()
+
+
+def genome(seed, contigs, stride=4, longest=40_000, gap=True):
+    """(lengths in a shuffled name order, pieces (contig, first bin, values, stride) of random sizes covering every
+    bin but, with ``gap``, a run of bins of the first contig)."""
+    g = np.random.default_rng(seed)
+    names = [f"c{i}" if i % 3 else f"scaffold_{i:04d}" for i in range(contigs)]
+    g.shuffle(names)
+    lengths = {c: int(g.integers(1, longest)) if contigs > 1 else longest - 1 for c in names}
+    pieces = []
+    for k, (c, n) in enumerate(lengths.items()):
+        bins, i, j = -(-n // stride), 0, 0
+        while i < bins:
+            m = min(int(g.integers(1, 3000)), bins - i)
+            j += 1
+            if not (gap and k == 0 and j == 2):  # the first contig's second piece: a gap
+                pieces.append((c, i, g.random(m) * (0.2 if g.random() < 0.5 else 1.0), stride))
+            i += m
+    return lengths, pieces
+
+
+def write(path, lengths, pieces):
+    with BigWigWriter(path, lengths) as w:
+        last = None
+        for contig, first, values, stride in pieces:
+            if last is not None and contig != last:
+                w.flush()
+            w.add(contig, first, values, stride, lengths[contig])
+            last = contig
+
+
+@pytest.mark.parametrize(("seed", "contigs", "longest"), [(0, 3, 40_000), (1, 300, 3_000), (2, 1, 2_000_000)])
+def test_values_intervals_and_summaries_equal_libbigwigs(tmp_path, monkeypatch, seed, contigs, longest):
+    import genolin.io.bigwig
+
+    monkeypatch.setattr(genolin.io.bigwig, "ITEMS_PER_BLOCK", 512)  # the long contig: over 256 blocks
+    lengths, pieces = genome(seed, contigs, longest=longest)
+    write(tmp_path / "ours.bw", lengths, pieces)
+    reference(tmp_path / "ref.bw", lengths, pieces)
+    ours, ref = pyBigWig.open(str(tmp_path / "ours.bw")), pyBigWig.open(str(tmp_path / "ref.bw"))
+    assert ours.isBigWig() and ours.chroms() == lengths
+    for contig, n in lengths.items():
+        want = np.array(ref.values(contig, 0, n))
+        got = np.array(ours.values(contig, 0, n))
+        assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[~np.isnan(got)],
+                                                                                  want[~np.isnan(want)])
+        assert ours.intervals(contig) == ref.intervals(contig)
+        if np.isfinite(want).any():  # the zoom levels: whole-contig statistics from the summaries
+            for kind in ("mean", "max", "min", "coverage"):
+                assert ours.stats(contig, type=kind)[0] == pytest.approx(ours.stats(contig, type=kind, exact=True)[0],
+                                                                          rel=1e-5, abs=1e-6), (contig, kind)
+    h, r = ours.header(), ref.header()
+    assert h["nBasesCovered"] == r["nBasesCovered"] and h["nLevels"] >= 1
+    for key in ("sumData", "sumSquared", "minVal", "maxVal"):
+        assert h[key] == pytest.approx(r[key], rel=1e-6, abs=1)  # pyBigWig reports them as integers
+    if contigs == 1:  # over 256 blocks: the R tree has two levels
+        assert sum(len(v) for _, _, v, _ in pieces) > 256 * genolin.io.bigwig.ITEMS_PER_BLOCK
+        c = next(iter(lengths))
+        for a in (0, 123_457, 1_999_000):  # lookups that go through the tree
+            assert ours.values(c, a, a + 500) == ref.values(c, a, a + 500)
+
+
+def test_zoom_levels_hold_the_bins_in_their_windows(tmp_path):
+    """A zoom level's summaries: a window of 64 bp (16 bins at stride 4) read back from the coarsest level that
+    still resolves it equals the bins' own statistics."""
+    lengths = {"chrA": 10_000}
+    values = np.random.default_rng(3).random(2500)
+    write(tmp_path / "z.bw", lengths, [("chrA", 0, values, 4)])
+    bw = pyBigWig.open(str(tmp_path / "z.bw"))
+    stored = np.round(values, DECIMALS).astype(np.float32).astype(np.float64)
+    for w in (0, 17, 155):
+        window = stored[16 * w:16 * (w + 1)]
+        a = 64 * w
+        assert bw.stats("chrA", a, a + 64, type="max")[0] == pytest.approx(window.max(), abs=1e-7)
+        assert bw.stats("chrA", a, a + 64, type="min")[0] == pytest.approx(window.min(), abs=1e-7)
+        assert bw.stats("chrA", a, a + 64, type="mean")[0] == pytest.approx(window.mean(), rel=1e-6)
+    with open(tmp_path / "z.bw", "rb") as f:
+        data = f.read()
+    assert int.from_bytes(data[:4], "little") == BIGWIG_MAGIC == int.from_bytes(data[-4:], "little")
+
+
+def test_bins_out_of_order_or_another_stride_are_refused(tmp_path):
+    lengths = {"a": 100, "b": 100}
+    with pytest.raises(ValueError, match="genome order"), BigWigWriter(tmp_path / "x.bw", lengths) as w:
+        w.add("b", 0, np.ones(5), 4, 100)
+        w.add("a", 0, np.ones(5), 4, 100)
+    with pytest.raises(ValueError, match="stride"), BigWigWriter(tmp_path / "y.bw", lengths) as w:
+        w.add("a", 0, np.ones(5), 4, 100)
+        w.add("a", 5, np.ones(5), 2, 100)
+    assert not list(tmp_path.iterdir())  # a failed writer leaves nothing
