@@ -116,3 +116,20 @@ def test_bins_out_of_order_or_another_stride_are_refused(tmp_path):
         w.add("a", 0, np.ones(5), 4, 100)
         w.add("a", 5, np.ones(5), 2, 100)
     assert not list(tmp_path.iterdir())  # a failed writer leaves nothing
+
+
+def test_a_second_reader_reads_the_same(tmp_path):
+    """bigtools (pybigtools: an implementation of its own, in Rust) reads the contigs (a B+ tree of two levels), the
+    values and the whole-file summary as pyBigWig does."""
+    pybigtools = pytest.importorskip("pybigtools", reason="pybigtools (the dev extra) is a second reader")
+    lengths, pieces = genome(4, 300, longest=5_000)
+    write(tmp_path / "t.bw", lengths, pieces)
+    other, ours = pybigtools.open(str(tmp_path / "t.bw")), pyBigWig.open(str(tmp_path / "t.bw"))
+    assert other.chroms() == lengths
+    for contig, n in list(lengths.items())[::7]:
+        got = np.asarray(other.values(contig, 0, n, fillna=None), dtype=np.float64)
+        want = np.array(ours.values(contig, 0, n))
+        np.testing.assert_array_equal(got, want)
+    summary = other.info()["summary"]
+    assert summary["basesCovered"] == ours.header()["nBasesCovered"]
+    assert summary["sum"] == pytest.approx(ours.header()["sumData"], abs=1)
