@@ -110,6 +110,29 @@ def test_demo_end_to_end(tmp_path):
     assert "genolin workflow" in (results / "report.html").read_text(errors="replace")
 
 
+def test_circular_genomes_reach_train_evaluate_and_predict(tmp_path):
+    """config circular: genome -> all (or contig names) puts --circular on the track jobs of that genome; a name
+    that is not a genome, or 'all' for one of several training genomes, stops with one line."""
+    config = tmp_path / "circular.yaml"
+    demo = (REPO / "workflows" / "config" / "demo.yaml").read_text()
+    config.write_text(demo + "circular:\n  ecoli_k12: all\n")
+    out = snakemake("-n", "--directory", str(REPO), "--configfile", str(config), "--config",
+                    f"results={tmp_path}/results")
+    text = out.stdout + out.stderr
+    for command in ("genolin train", "genolin evaluate", "genolin predict"):
+        lines = [line for line in text.splitlines() if command in line and "ecoli_gene_starts" in line]
+        assert lines and all("--circular all" in line for line in lines), (command, lines)
+    assert not any("--circular" in line for line in text.splitlines() if "gue_tata" in line)
+    config.write_text(demo + "circular:\n  ecoli_k12: [NC_000913.3]\n")
+    out = snakemake("-n", "--directory", str(REPO), "--configfile", str(config), "--config",
+                    f"results={tmp_path}/results")
+    assert "--circular NC_000913.3" in out.stdout + out.stderr
+    config.write_text(demo + "circular:\n  nowhere: all\n")
+    out = snakemake("-n", "--directory", str(REPO), "--configfile", str(config), "--config",
+                    f"results={tmp_path}/results", check=False)
+    assert out.returncode != 0 and "circular: genome 'nowhere' is not listed under genomes:" in out.stdout + out.stderr
+
+
 def test_scatter_dry_run_plans_contig_jobs(tmp_path):
     config = tmp_path / "scatter.yaml"
     config.write_text((REPO / "workflows" / "config" / "demo.yaml").read_text() + "  scatter: true\n")

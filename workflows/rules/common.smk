@@ -8,6 +8,7 @@ from snakemake.exceptions import WorkflowError
 RESULTS = config["results"]
 DATASETS = config["datasets"]
 GENOMES = config["genomes"]
+CIRCULAR = config["circular"]
 ENV = "../envs/genolin.yaml"
 
 
@@ -34,6 +35,15 @@ def _check_config():
             if not isinstance(d["tss"], dict) and len(training_genomes(d)) > 1 and not d["evaluate"]:
                 raise WorkflowError(f"dataset {ds}: one tss: BED for several genomes; list the genomes to evaluate "
                                     f"under evaluate: with a BED each")
+    for genome in CIRCULAR:
+        if genome not in GENOMES:
+            raise WorkflowError(f"circular: genome {genome!r} is not listed under genomes:")
+    for ds, d in DATASETS.items():
+        genomes = training_genomes(d) if d["task"] == "track" else []
+        kinds = {CIRCULAR.get(g) == "all" for g in genomes}
+        if len(genomes) > 1 and True in kinds and (False in kinds or any(g not in CIRCULAR for g in genomes)):
+            raise WorkflowError(f"dataset {ds}: circular: 'all' for one of several training genomes would make every "
+                                f"genome's contigs circular; list the contig names instead")
     for genome, models in config["predict"].items():
         if genome not in GENOMES:
             raise WorkflowError(f"predict: genome {genome!r} is not listed under genomes:")
@@ -116,15 +126,30 @@ def train_inputs(wildcards):
             "tss": beds}
 
 
+def circular_arg(genomes):
+    """--circular for the genomes' circular contigs (config circular:), or nothing. 'all' stands for every contig
+    of the genomes given (_check_config allows it for several training genomes only when each is 'all')."""
+    names = [CIRCULAR[g] for g in genomes if g in CIRCULAR]
+    if not names:
+        return ""
+    if "all" in names:
+        return "--circular all"
+    return f"--circular {shlex.quote(','.join(n for listed in names for n in listed))}"
+
+
 def train_data_args(wildcards, input):
-    """Sequences: train and dev sets. Tracks: --fasta G --tss BED per genome, or every --fasta and one --tss."""
-    if DATASETS[wildcards.ds]["task"] == "sequence":
+    """Sequences: train and dev sets. Tracks: --fasta G --tss BED per genome, or every --fasta and one --tss; and
+    --circular for the genomes' circular contigs."""
+    d = DATASETS[wildcards.ds]
+    if d["task"] == "sequence":
         return f"--csv {shlex.quote(input.train)} --val-csv {shlex.quote(input.dev)}"
     fastas = [f"--fasta {shlex.quote(f)}" for f in input.fasta]
     beds = [f"--tss {shlex.quote(t)}" for t in input.tss]
     if len(beds) == len(fastas):
-        return " ".join(f"{f} {t}" for f, t in zip(fastas, beds))
-    return " ".join(fastas + beds)
+        args = [f"{f} {t}" for f, t in zip(fastas, beds)]
+    else:
+        args = fastas + beds
+    return " ".join([*args, circular_arg(training_genomes(d))]).strip()
 
 
 def train_settings(wildcards):
@@ -163,7 +188,8 @@ def evaluate_args(wildcards, input):
     if d["task"] == "sequence":
         return f"--csv {shlex.quote(input.test)}"
     scope = "--held-out" if wildcards.target in training_genomes(d) else "--whole-genome"
-    return f"--fasta {shlex.quote(input.fasta)} --tss {shlex.quote(input.tss)} --rc-average {scope}"
+    circular = circular_arg([wildcards.target])
+    return f"--fasta {shlex.quote(input.fasta)} --tss {shlex.quote(input.tss)} --rc-average {scope} {circular}".strip()
 
 
 # --- prediction ---
@@ -174,7 +200,7 @@ def predict_args(wildcards):
     o = config["predict_options"]
     rc = "--rc-average" if o["rc_average"] else "--no-rc-average"
     threshold = "" if o.get("threshold") is None else f"--threshold {o['threshold']} "
-    return f"{threshold}--min-distance {o['min_distance']} {rc}"
+    return f"{threshold}--min-distance {o['min_distance']} {rc} {circular_arg([wildcards.genome])}".strip()
 
 
 SCATTER = bool(config["predict_options"].get("scatter", False))
