@@ -33,7 +33,8 @@ class PeakCaller:
     ``circle``: the stretch is a whole circular contig of this many bins, from bin 0. Its first 2d bins are kept
     and, after its last bin, fed again as bins n .. n + 2d: bins n - d .. n are then decided with the origin's bins
     as their right neighbours, and bins 0 .. d (decided again there as bins n .. n + d, their first decision
-    dropped) with the contig's last bins as their left ones. A circle of 2d bins or fewer is read as a line."""
+    dropped) with the contig's last bins as their left ones. A circle of 2d bins or fewer (every bin within d of
+    every other, some on both sides) is gathered whole and decided at its end (``small_circle_calls``)."""
 
     def __init__(self, threshold: float, distance_bins: int, first_bin: int = 0, *, circle: int | None = None):
         self.threshold, self.d = threshold, max(0, distance_bins)
@@ -46,9 +47,16 @@ class PeakCaller:
         self.decided = first_bin  # bins before this are decided
         self.circle = circle if circle is not None and self.d and circle > 2 * self.d else None
         self.head: np.ndarray | None = None  # a circle's first 2d bins
+        self.small = circle is not None and self.d and circle <= 2 * self.d  # gathered whole: self.parts
+        self.parts: list[np.ndarray] = []
 
     def feed(self, first_bin: int, probs: np.ndarray, *, final: bool = False) -> list[tuple[int, float]]:
         """The calls decided by these bins (a circle's bins near the origin come at its last piece, last)."""
+        if self.small:
+            if first_bin != sum(len(x) for x in self.parts):
+                raise ValueError("bins must arrive in order")
+            self.parts.append(np.asarray(probs))
+            return small_circle_calls(np.concatenate(self.parts), self.threshold, self.d) if final else []
         if self.circle is None:
             return self._feed(first_bin, probs, final=final)
         d, n = self.d, self.circle
@@ -93,6 +101,20 @@ class PeakCaller:
         return peaks
 
 
+def small_circle_calls(p: np.ndarray, threshold: float, d: int) -> list[tuple[int, float]]:
+    """PeakCaller's rule on a whole circle of n bins, by brute force (n x n; for circles of 2d bins or fewer): bin i
+    is called if p_i >= threshold, p_i > p_j for every other bin j within d before it and p_i >= p_j for every
+    other bin within d after it (around the circle; a bin on both sides must be beaten strictly)."""
+    n = len(p)
+    after = (np.arange(n)[None, :] - np.arange(n)[:, None]) % n  # after[i, j]: j is this many bins after i
+    right = (after >= 1) & (after <= d)
+    left = (after > 0) & (n - after <= d)
+    pi, pj = p[:, None], p[None, :]
+    beaten = np.where(left, pi > pj, True) & np.where(right, pi >= pj, True)
+    called = np.flatnonzero((p >= threshold) & beaten.all(axis=1))
+    return [(int(i), float(p[i])) for i in called]
+
+
 class StrandedPeaks:
     """Calls on both strands of pieces (contig, first bin, probs (n, 2)) that come in genome order, each contig's
     from its first bin: one ``PeakCaller`` per strand, started anew at each contig. ``circles``: contig -> bins of
@@ -116,4 +138,4 @@ class StrandedPeaks:
         return sorted(self.calls) if final else None
 
 
-__all__ = ["PeakCaller", "StrandedPeaks", "window_max"]
+__all__ = ["PeakCaller", "StrandedPeaks", "small_circle_calls", "window_max"]
