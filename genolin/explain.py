@@ -13,8 +13,9 @@ What is explained is a log-odds score:
 - track model: the prior-corrected log-odds of one bin (``bin_offset`` bins from the bin of the region's centre
   base) on the region's strand (BED column 6; "." counts as +). The model sees the region inside its genome
   context, ``context_bp`` bases either side (default: enough for one training window, ``window_bp``, centred on
-  the region, as predict's windows see it; 0: the region's bases alone); only the region's bases are mutated and
-  attributed. A region narrower than 2 x ``flank_bp`` + 1 (predict's peaks.bed calls are one bin wide) is widened
+  the region, as predict's windows see it; 0: the region's bases alone), clipped to its contig, or on a circular
+  contig (FASTA header, --circular, or read as one in training) running on across the origin; only the region's
+  bases are mutated and attributed. A region narrower than 2 x ``flank_bp`` + 1 (predict's peaks.bed calls are one bin wide) is widened
   to its centre base +- ``flank_bp`` (clipped to its contig), as the workflow's explain does; the centre stays the
   explained one.
 
@@ -400,7 +401,10 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
             raise InputError(None, "--rc-average and --target are for sequence classifiers; a track model "
                                    "explains one bin (--bin) on the region's strand")
         whole = run.config.train.window_bp if options.context_bp is None else None  # one training window
-        regions, lengths = read_regions(inputs.fasta[0], regions_bed, options.flank_bp, options.context_bp or 0, whole)
+        # circular contigs (FASTA header, --circular, those the run trained on as circles): context across the origin
+        circles = run.task.scoring_data(inputs.fasta[:1], [], inputs.circular).circular
+        regions, lengths = read_regions(inputs.fasta[0], regions_bed, options.flank_bp, options.context_bp or 0, whole,
+                                        circles)
         ids, seqs = [r.name for r in regions], [r.seq for r in regions]
     else:
         if regions_bed:
@@ -486,11 +490,12 @@ def find_motifs(out: Path, seqs: list[bytes], attrs: list[np.ndarray], method: s
 
 
 def read_regions(genome_path: str, bed: str, flank_bp: int = 0, context_bp: int = 0,
-                 window_bp: int | None = None) -> tuple[list[Region], dict[str, int]]:
+                 window_bp: int | None = None, circles=frozenset()) -> tuple[list[Region], dict[str, int]]:
     """The BED's regions with their bases (names: BED column 4, else chrom:start-end(strand); unique), those
-    narrower than 2 x ``flank_bp`` + 1 widened to their centre base +- ``flank_bp``; each inside ``context_bp``
-    bases of genome either side (``window_bp``: instead, enough either side for that many bases in all), clipped
-    to its contig."""
+    narrower than 2 x ``flank_bp`` + 1 widened to their centre base +- ``flank_bp`` (clipped to the contig); each
+    inside ``context_bp`` bases of genome either side (``window_bp``: instead, enough either side for that many
+    bases in all), clipped to its contig, or on a contig named in ``circles`` running on across its origin (at most
+    the whole circle)."""
     from genolin.io.bed import read_bed
     from genolin.io.fasta import Genome
 
@@ -507,8 +512,15 @@ def read_regions(genome_path: str, bed: str, flank_bp: int = 0, context_bp: int 
             start, end = max(0, at - flank_bp), min(genome.lengths[iv.chrom], at + flank_bp + 1)
             centre, widened = at - start, widened + 1
         side = max(0, (window_bp - (end - start) + 1) // 2) if window_bp is not None else context_bp
-        lo, hi = max(0, start - side), min(genome.lengths[iv.chrom], end + side)
-        window = genome.fetch(iv.chrom, lo, hi)
+        n = genome.lengths[iv.chrom]
+        if iv.chrom in circles:  # the context wraps: bases before 0 are the contig's last ones, past n its first
+            side = min(side, (n - (end - start)) // 2)
+            lo, hi = start - side, end + side
+            window = b"".join(genome.fetch(iv.chrom, a % n, (a % n) + (b - a))
+                              for a, b in _origin_cut(lo, hi, n))
+        else:
+            lo, hi = max(0, start - side), min(n, end + side)
+            window = genome.fetch(iv.chrom, lo, hi)
         out.append(Region(name, iv.chrom, start, end, iv.strand, window[start - lo:end - lo], centre,
                           window if (lo, hi) != (start, end) else None, start - lo))
     if not out:
@@ -521,6 +533,12 @@ def read_regions(genome_path: str, bed: str, flank_bp: int = 0, context_bp: int 
                  "peaks.bed call is one bin wide); the explained bin stays the centre's", widened, len(out),
                  2 * flank_bp + 1, flank_bp)
     return out, dict(genome.lengths)
+
+
+def _origin_cut(lo: int, hi: int, n: int) -> list[tuple[int, int]]:
+    """[lo, hi) on a circle of n (lo > -n, hi < 2n, hi - lo <= n) as stretches that do not cross the origin."""
+    cuts = sorted({lo, hi, *(c for c in (0, n) if lo < c < hi)})
+    return list(zip(cuts, cuts[1:], strict=False))
 
 
 __all__ = ["METHODS", "BasesToScore", "ExplainOptions", "explain", "gradient_attributions", "ism_regions",

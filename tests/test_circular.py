@@ -347,3 +347,32 @@ def test_train_on_a_circle_saves_the_option(tmp_path):
         tracks[name] = [line.split("\t")[1:] for line in (tmp_path / f"{name}.plus.bedGraph").read_text().splitlines()
                         if not line.startswith("track")]
     assert tracks["auto"] == tracks["named"] == tracks["other_named"] != tracks["other"]
+
+
+# --- explain ----------------------------------------------------------------------------------------------------
+
+
+def test_explain_reads_a_circle_across_its_origin_as_a_rotated_copy(tmp_path):
+    """ISM of a region near the origin of a circular contig (its training window of context runs across the origin)
+    equals ISM of the same bases in a rotated linear copy, where that context lies inside the contig; without
+    --circular the context is clipped at 0 and the attributions differ."""
+    n, rot = 5_000, 3_000
+    seq = random_seq(n, 11)
+    write_fasta(tmp_path / "circle.fa", {"c": seq})
+    write_fasta(tmp_path / "rotated.fa", {"c": seq[-rot:] + seq[:-rot]})  # circle position p is p + rot here
+    (tmp_path / "circle.bed").write_text("c\t95\t96\tr1\t0\t+\nc\t4980\t4981\tr2\t0\t-\n")
+    (tmp_path / "rotated.bed").write_text(f"c\t{95 + rot}\t{96 + rot}\tr1\t0\t+\nc\t{4980 + rot - n}\t{4981 + rot - n}"
+                                          f"\tr2\t0\t-\n")
+    got = {}
+    for name, extra in (("circle", ["--circular", "all"]), ("rotated", []), ("clipped", [])):
+        genome = "circle" if name == "clipped" else name
+        r = run("explain", "--model", V1_TRACK, "--fasta", tmp_path / f"{genome}.fa", "--regions",
+                tmp_path / f"{genome}.bed", "--flank", 10, "--out", tmp_path / name, "--device", "cpu", *extra)
+        assert r.exit_code == 0, r.output
+        with np.load(tmp_path / name / "ism.npz") as z:
+            got[name] = {k: z[k] for k in z.files}
+    assert sorted(got["circle"]) == sorted(got["rotated"]) and len(got["circle"]) == 2
+    for key in got["circle"]:
+        assert got["circle"][key].shape == (21, 4)
+        np.testing.assert_allclose(got["circle"][key], got["rotated"][key], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got["clipped"]["r1"], got["circle"]["r1"], atol=1e-4)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from genolin.cli.options import circular_option
+
 
 @click.command(context_settings={"show_default": True})
 @click.option("--model", "model_dir", required=True, metavar="RUN_DIR", help="A run directory from genolin train.")
@@ -36,12 +38,13 @@ import click
                    "(motifs.meme, motifs.tsv, motif_logos/; needs a few hundred sequences).")
 @click.option("--shuffles", type=click.IntRange(min=1), default=20, help="deepliftshap: references per sequence.")
 @click.option("--seed", type=int, default=0, help="deepliftshap: seed of the shuffles.")
+@circular_option
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
 @click.option("--out", required=True, metavar="DIR",
               help="Folder for METHOD.npz (one (L, 4) array per sequence, columns A C G T), scores.tsv, logos/ "
                    "and, for regions, METHOD.bw.")
 def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offset, flank_bp, context_bp, top, motifs,
-            shuffles, seed, device, out) -> None:
+            shuffles, seed, circular, device, out) -> None:
     """Explain predictions: which bases drive each sequence's score."""
     import logging
 
@@ -53,7 +56,7 @@ def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offs
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
     run = load_run(model_dir, device, bf16_weights=False)  # attributions: gradients of float32 weights
-    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv)
+    inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
     options = ExplainOptions(method=method, target=target, rc_average=rc_average, bin_offset=bin_offset,
                              flank_bp=flank_bp, context_bp=context_bp, top=top, motifs=motifs, shuffles=shuffles,
                              seed=seed)
