@@ -243,3 +243,18 @@ def test_predict_checks_its_inputs_before_adapting(tmp_path, genome, monkeypatch
     r = run_cli("-q", "predict", "--model", TRACK_RUN, "--fasta", genome / "g.fa", "--out", tmp_path / "p",
                 "--device", "cpu", "--adapt-steps", 2, "--contig", "chrT")
     assert r.exit_code == 0 and called == [1], r.output
+
+
+def test_an_ensemble_adapts_each_member_as_alone(genome):
+    """An ensemble (load_run of two run folders; here the same run twice): each member trains in turn with the same
+    seed, so each ends with the weights that member gets adapted alone, and the report has one loss curve each."""
+    alone = load_run(TRACK_RUN, "cpu")
+    adapt(alone, [str(genome / "g.fa")], 4, batch_size=1, seed=3)
+    pair = load_run([TRACK_RUN, TRACK_RUN], "cpu")
+    done = adapt(pair, [str(genome / "g.fa")], 4, batch_size=1, seed=3)
+    assert len(done.losses) == 2 and len(done.lrs) == 2 and done.losses[0] == done.losses[1]
+    want = alone.model.state_dict()
+    for model, _ in pair.predictor.members:
+        assert not model.training
+        assert all(torch.equal(model.state_dict()[k], want[k]) for k in want)
+    assert "; " in done.describe()  # a loss pair per member
