@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+import tempfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
@@ -188,7 +189,12 @@ class BigWigWriter:
         self.held: list[np.ndarray] = []  # float32 values of the run not yet in a block
         self.pending: list[tuple[int, int, int, bytes]] = []  # (chrom id, start, end, uncompressed block)
         self.index: list[tuple[int, int, int, int, int, int]] = []
-        self.zooms: dict[str, _Zoom] = {}
+        # the finest zoom level of the contig being written; each finished contig's records of every level go to a
+        # temporary file per level (a human genome's finest level is 1.5 GB: only one contig's is held)
+        self.zoom: tuple[str, _Zoom] | None = None
+        self.sizes: list[int] = []  # the zoom levels' record sizes, once the stride is known
+        self.spills: list = []
+        self.bases, self.total = 0, [np.inf, -np.inf, 0.0, 0.0]  # bases covered; min, max, sum, sum of squares
         self.last: tuple[int, int] = (-1, -1)  # (chrom id, end) of the last bin added: they must come in order
 
     def __enter__(self) -> BigWigWriter:
@@ -211,6 +217,14 @@ class BigWigWriter:
             return
         if self.stride is None:
             self.stride = stride
+            size, longest = ZOOM_FIRST_BINS * stride, max(self.lengths.values())
+            while len(self.sizes) < ZOOM_HEADERS:
+                self.sizes.append(size)
+                if size >= longest:  # one record per contig: no coarser level helps
+                    break
+                size *= ZOOM_FACTOR
+            folder = os.path.dirname(os.path.abspath(self.file.name))
+            self.spills = [self._stack.enter_context(tempfile.TemporaryFile(dir=folder)) for _ in self.sizes]
         elif stride != self.stride:
             raise ValueError(f"one bigWig holds one stride ({self.stride}), not {stride}")
         values = np.round(np.asarray(values, dtype=np.float64), DECIMALS).astype(np.float32)
@@ -219,9 +233,10 @@ class BigWigWriter:
         if (chrom, start) < self.last:
             raise ValueError(f"bigWig bins must come in genome order: {contig}:{start} after an earlier bin")
         full = min(len(values), max(0, (length - start) // stride))  # bins that end inside the contig
-        zoom = self.zooms.get(contig)
-        if zoom is None:
-            zoom = self.zooms[contig] = _Zoom(length, ZOOM_FIRST_BINS * stride)
+        if self.zoom is None or self.zoom[0] != contig:
+            self._spill_zoom()
+            self.zoom = (contig, _Zoom(length, self.sizes[0]))
+        zoom = self.zoom[1]
         if full:
             if self.run != (contig, first_bin):
                 self._end_run()
@@ -274,27 +289,29 @@ class BigWigWriter:
         """A contig ends: its held values go into blocks."""
         self._end_run()
 
+    def _spill_zoom(self) -> None:
+        """The finished contig's zoom records, every level, appended to the levels' temporary files."""
+        if self.zoom is None:
+            return
+        contig, z = self.zoom
+        self.zoom = None
+        self.bases += int(z.bases.sum())
+        t = self.total
+        self.total = [min(t[0], z.min.min()), max(t[1], z.max.max()), t[2] + z.sum.sum(), t[3] + z.sumsq.sum()]
+        for i, spill in enumerate(self.spills):
+            if i:
+                z = z.coarser()
+            spill.write(z.records(self.ids[contig], self.lengths[contig]).tobytes())
+
     def _finish(self) -> None:
         f = self.file
         self._end_run()
         self._write_pending()
+        self._spill_zoom()
         index_offset = f.tell()
         f.write(_rtree(self.index, index_offset, index_offset, 1))
-        levels, bases, total = [], 0, [np.inf, -np.inf, 0.0, 0.0]
-        zooms = [(self.ids[c], c, z) for c, z in self.zooms.items()]
-        longest = max(self.lengths.values(), default=0)
-        for z in self.zooms.values():
-            bases += int(z.bases.sum())
-            total = [min(total[0], z.min.min()), max(total[1], z.max.max()), total[2] + z.sum.sum(),
-                     total[3] + z.sumsq.sum()]
-        size = ZOOM_FIRST_BINS * (self.stride or 1)
-        while zooms and len(levels) < ZOOM_HEADERS:
-            records = np.concatenate([z.records(c_id, self.lengths[c]) for c_id, c, z in sorted(zooms)])
-            levels.append((size, *self._zoom_level(records)))
-            if size >= longest:  # one record per contig: no coarser level helps
-                break
-            zooms = [(c_id, c, z.coarser()) for c_id, c, z in zooms]
-            size *= ZOOM_FACTOR
+        levels = [(size, *self._zoom_level(spill)) for size, spill in zip(self.sizes, self.spills, strict=True)]
+        bases, total = self.bases, self.total
         f.write(struct.pack("<I", BIGWIG_MAGIC))
         f.seek(0)
         f.write(struct.pack("<IHHQQQHHQQIQ", BIGWIG_MAGIC, 4, len(levels), self.tree_offset, self.data_offset,
@@ -308,20 +325,29 @@ class BigWigWriter:
         f.seek(self.data_offset)
         f.write(struct.pack("<Q", len(self.index)))
 
-    def _zoom_level(self, records: np.ndarray) -> tuple[int, int]:
-        """One zoom level's records written (count, blocks, R tree) at the end of the file: (data offset, index
-        offset)."""
+    def _zoom_level(self, spill) -> tuple[int, int]:
+        """One zoom level's records, read back from its temporary file, written (block count, blocks, R tree) at the
+        end of the file: (data offset, index offset)."""
         f = self.file
         data_at = f.tell()
-        chunks = [records[i:i + ZOOM_RECORDS_PER_BLOCK] for i in range(0, len(records), ZOOM_RECORDS_PER_BLOCK)]
-        f.write(struct.pack("<I", len(chunks)))
+        f.write(b"\0" * 4)
         index = []
-        for chunk, data in zip(chunks, self.pool.map(lambda c: zlib.compress(c.tobytes(), COMPRESS_LEVEL), chunks),
-                               strict=True):
-            index.append((int(chunk["chrom"][0]), int(chunk["start"][0]), int(chunk["chrom"][-1]),
-                          int(chunk["end"][-1]), f.tell(), len(data)))
-            f.write(data)
+        spill.seek(0)
+        while True:  # COMPRESS_BATCH blocks at a time
+            records = np.frombuffer(spill.read(ZOOM_RECORD.itemsize * ZOOM_RECORDS_PER_BLOCK * COMPRESS_BATCH),
+                                    ZOOM_RECORD)
+            if not len(records):
+                break
+            chunks = [records[i:i + ZOOM_RECORDS_PER_BLOCK] for i in range(0, len(records), ZOOM_RECORDS_PER_BLOCK)]
+            for chunk, data in zip(chunks, self.pool.map(lambda c: zlib.compress(c.tobytes(), COMPRESS_LEVEL),
+                                                         chunks), strict=True):
+                index.append((int(chunk["chrom"][0]), int(chunk["start"][0]), int(chunk["chrom"][-1]),
+                              int(chunk["end"][-1]), f.tell(), len(data)))
+                f.write(data)
         index_at = f.tell()
+        f.seek(data_at)
+        f.write(struct.pack("<I", len(index)))
+        f.seek(index_at)
         f.write(_rtree(index, index_at, index_at, ZOOM_RECORDS_PER_BLOCK))
         return data_at, index_at
 
