@@ -15,9 +15,9 @@ What is explained is a log-odds score:
   context, ``context_bp`` bases either side (default: enough for one training window, ``window_bp``, centred on
   the region, as predict's windows see it; 0: the region's bases alone), clipped to its contig, or on a circular
   contig (FASTA header, --circular, or read as one in training) running on across the origin; only the region's
-  bases are mutated and attributed. A region narrower than 2 x ``flank_bp`` + 1 (predict's peaks.bed calls are one bin wide) is widened
-  to its centre base +- ``flank_bp`` (clipped to its contig), as the workflow's explain does; the centre stays the
-  explained one.
+  bases are mutated and attributed. A region narrower than 2 x ``flank_bp`` + 1 (predict's peaks.bed calls are one
+  bin wide) is widened to its centre base +- ``flank_bp`` (clipped to its contig), as the workflow's explain does;
+  the centre stays the explained one.
 
 Methods, every one an (L, 4) float32 array per sequence, columns A, C, G, T:
 - ``ism``: in-silico saturation mutagenesis, exact: entry (i, b) is the score of the sequence with base i replaced
