@@ -86,31 +86,19 @@ def run(contigs: list[tuple[str, np.ndarray]], stride: int, piece_bins: int, wor
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mbp", type=float, default=20.0, help="genome size (both strands are written)")
-    ap.add_argument("--contig-mbp", type=float, default=5.0)
-    ap.add_argument("--stride", type=int, default=2, help="bp per bin")
-    ap.add_argument("--run-bins", type=float, default=1.5, help="mean run length in bins")
-    ap.add_argument("--piece-bins", type=int, default=14336, help="bins per piece (a window's centre)")
+    track_arguments(ap, stride=2, out="benchmarks/results/bedgraph_write/latest")
     ap.add_argument("--workers", type=int, nargs="+", default=[0, 1])
-    ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/bedgraph_write/latest"))
     args = ap.parse_args()
 
-    rng = np.random.default_rng(0)
-    n_contigs = max(1, round(args.mbp / args.contig_mbp))
-    bins = int(args.mbp * 1e6 / args.stride / n_contigs)
-    contigs = [(f"NC_{i:06d}.1", synthetic_track(bins, args.run_bins, rng)) for i in range(n_contigs)]
+    contigs, mbp = synthetic_genome(args)
     folder = Path(tempfile.mkdtemp(prefix="bedgraph_write.", dir=args.dir))
     try:
         rows = [run(contigs, args.stride, args.piece_bins, w, folder) for w in args.workers]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    mbp = n_contigs * bins * args.stride / 1e6
     for r in rows:
         r["mbp_per_s"] = round(mbp / r["wall_s"], 2)
-    result = {"genolin": __version__, "date": dt.date.today().isoformat(), "cpu": cpu_name(),
-              "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(), "numpy": np.__version__,
-              "command": " ".join(sys.argv), "mbp": mbp, "stride": args.stride, "run_bins": args.run_bins,
+    result = {**machine(), "mbp": mbp, "stride": args.stride, "run_bins": args.run_bins,
               "piece_bins": args.piece_bins, "rows": rows}
     head = ("| workers | wall s | Mbp/s | M lines/s | main CPU s (system) | main ns/line | workers CPU s (with "
             "start-up) | GB |")
@@ -119,13 +107,45 @@ def main() -> None:
               f"{r['main_cpu_s']:.2f} ({r['main_system_s']:.2f}) | {r['main_ns_per_line']:.0f} | "
               f"{r['workers_cpu_s']:.2f} | "
               f"{r['bytes'] / 1e9:.2f} |" for r in rows]
-    text = (f"# bedGraph writing, {mbp:.1f} Mbp, two strands, stride {args.stride}, runs of {args.run_bins} bins\n\n"
-            f"{result['cpu']} ({result['cores']} cores), genolin {__version__}, {result['date']}\n\n"
-            f"`{result['command']}`\n\n" + "\n".join(table) + "\n")
+    report(f"bedGraph writing, {mbp:.1f} Mbp, two strands, stride {args.stride}, runs of {args.run_bins} bins",
+           result, table, args.out)
+
+
+def track_arguments(ap: argparse.ArgumentParser, *, stride: int, out: str) -> None:
+    """The synthetic genome's options (size, contigs, stride, runs, pieces) and where files and results go."""
+    ap.add_argument("--mbp", type=float, default=20.0, help="genome size (both strands are written)")
+    ap.add_argument("--contig-mbp", type=float, default=5.0)
+    ap.add_argument("--stride", type=int, default=stride, help="bp per bin")
+    ap.add_argument("--run-bins", type=float, default=1.5, help="mean run length in bins")
+    ap.add_argument("--piece-bins", type=int, default=14336, help="bins per piece (a window's centre)")
+    ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
+    ap.add_argument("--out", type=Path, default=Path(out))
+
+
+def synthetic_genome(args) -> tuple[list[tuple[str, np.ndarray]], float]:
+    """([(contig, (bins, 2) track)], Mbp) of ``track_arguments``' options, seed 0."""
+    rng = np.random.default_rng(0)
+    n_contigs = max(1, round(args.mbp / args.contig_mbp))
+    bins = int(args.mbp * 1e6 / args.stride / n_contigs)
+    contigs = [(f"NC_{i:06d}.1", synthetic_track(bins, args.run_bins, rng)) for i in range(n_contigs)]
+    return contigs, n_contigs * bins * args.stride / 1e6
+
+
+def machine() -> dict:
+    """The version, date, CPU, cores, Python, numpy and command a result was made with."""
+    return {"genolin": __version__, "date": dt.date.today().isoformat(), "cpu": cpu_name(),
+            "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(), "numpy": np.__version__,
+            "command": " ".join(sys.argv)}
+
+
+def report(title: str, result: dict, table: list[str], out: Path) -> None:
+    """The result printed as a markdown table under ``title`` and written to OUT.json and OUT.md."""
+    text = (f"# {title}\n\n{result['cpu']} ({result['cores']} cores), genolin {result['genolin']}, "
+            f"{result['date']}\n\n`{result['command']}`\n\n" + "\n".join(table) + "\n")
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(text)
 
 
 if __name__ == "__main__":

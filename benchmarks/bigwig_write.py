@@ -15,10 +15,6 @@ Writes PREFIX.json and PREFIX.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -31,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # only what the writers need at the top: spawned writer processes import this module again (torch would cost each
 # one a second and more of CPU; genolin predict's own children import no torch)
-from genolin import __version__  # noqa: E402
 from genolin.io.bedgraph import DECIMALS, BedGraphWriter  # noqa: E402
 from genolin.io.bigwig import BackgroundBigWigWriter, BigWigWriter  # noqa: E402
 
@@ -114,47 +109,27 @@ def run(name: str, contigs, stride: int, piece_bins: int, folder: Path) -> dict:
 
 
 def main() -> None:
-    from bedgraph_write import synthetic_track
-
-    from genolin.bench import cpu_name
+    from bedgraph_write import machine, report, synthetic_genome, track_arguments
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mbp", type=float, default=20.0, help="genome size (both strands are written)")
-    ap.add_argument("--contig-mbp", type=float, default=5.0)
-    ap.add_argument("--stride", type=int, default=4, help="bp per bin")
-    ap.add_argument("--run-bins", type=float, default=1.5, help="mean run length in bins")
-    ap.add_argument("--piece-bins", type=int, default=14336, help="bins per piece (a window's centre)")
+    track_arguments(ap, stride=4, out="benchmarks/results/bigwig_write/latest")
     ap.add_argument("--writers", nargs="+", default=list(WRITERS), choices=list(WRITERS))
-    ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/bigwig_write/latest"))
     args = ap.parse_args()
 
-    rng = np.random.default_rng(0)
-    n_contigs = max(1, round(args.mbp / args.contig_mbp))
-    bins = int(args.mbp * 1e6 / args.stride / n_contigs)
-    contigs = [(f"NC_{i:06d}.1", synthetic_track(bins, args.run_bins, rng)) for i in range(n_contigs)]
+    contigs, mbp = synthetic_genome(args)
     folder = Path(tempfile.mkdtemp(prefix="bigwig_write.", dir=args.dir))
     try:
         rows = [run(w, contigs, args.stride, args.piece_bins, folder) for w in args.writers]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    mbp = n_contigs * bins * args.stride / 1e6
     for r in rows:
         r["mbp_per_s"] = round(mbp / r["wall_s"], 2)
-    result = {"genolin": __version__, "date": dt.date.today().isoformat(), "cpu": cpu_name(),
-              "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(), "numpy": np.__version__,
-              "command": " ".join(sys.argv), "mbp": mbp, "stride": args.stride, "rows": rows}
+    result = {**machine(), "mbp": mbp, "stride": args.stride, "rows": rows}
     table = ["| writer | wall s | Mbp/s | ns per value | this process CPU s | children CPU s | MB |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     table += [f"| {r['writer']} | {r['wall_s']:.2f} | {r['mbp_per_s']:.1f} | {r['ns_per_value']:.0f} | "
               f"{r['main_cpu_s']:.2f} | {r['children_cpu_s']:.2f} | {r['bytes'] / 1e6:.0f} |" for r in rows]
-    text = (f"# bigWig writing, {mbp:.1f} Mbp, two strands, stride {args.stride}\n\n"
-            f"{result['cpu']} ({result['cores']} cores), genolin {__version__}, {result['date']}\n\n"
-            f"`{result['command']}`\n\n" + "\n".join(table) + "\n")
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(text)
+    report(f"bigWig writing, {mbp:.1f} Mbp, two strands, stride {args.stride}", result, table, args.out)
 
 
 if __name__ == "__main__":
