@@ -10,6 +10,8 @@ import torch
 import triton
 import triton.language as tl
 
+from genolin.ops.launch import cdiv, next_power_of_2
+
 
 def _empty(shape, like: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if os.environ.get("GENOLIN_TRITON_POISON"):  # tests: every element must be written
@@ -46,9 +48,9 @@ def swiglu_kernel(u: torch.Tensor) -> torch.Tensor:
     u2 = _rows(u)
     m = u2.shape[0]
     out = _empty((m, h), u, u.dtype)
-    block_h = min(triton.next_power_of_2(h), 256)
+    block_h = min(next_power_of_2(h), 256)
     block_m = max(1, 4096 // block_h)
-    _swiglu_kernel[(triton.cdiv(m, block_m), triton.cdiv(h, block_h))](
+    _swiglu_kernel[(cdiv(m, block_m), cdiv(h, block_h))](
         u2, out, m, h, u2.stride(0), out.stride(0),
         ACC64=u.dtype == torch.float64, BLOCK_M=block_m, BLOCK_H=block_h, num_warps=4)
     return out.reshape(*lead, h)
@@ -80,9 +82,9 @@ def gated_mix_kernel(z: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch
         raise ValueError(f"gated_mix: z {tuple(z.shape)}, a {tuple(a.shape)}, b {tuple(b.shape)} do not match")
     dtype = torch.promote_types(z.dtype, torch.promote_types(a.dtype, b.dtype))
     out = _empty((bsz, n, h, e), a, dtype)
-    block_c = triton.next_power_of_2(h * e)
+    block_c = next_power_of_2(h * e)
     block_n = max(1, 4096 // block_c)
-    _gated_mix_kernel[(triton.cdiv(n, block_n), bsz)](
+    _gated_mix_kernel[(cdiv(n, block_n), bsz)](
         z, a, b, out, n, h, *z.stride(), *a.stride(), *b.stride(),
         E=e, ACC64=dtype == torch.float64, BLOCK_N=block_n, BLOCK_C=block_c, num_warps=4)
     return out
@@ -117,9 +119,9 @@ def add_rms_norm_kernel(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, 
     m = x2.shape[0]
     r_dtype = torch.promote_types(x.dtype, y.dtype)
     r, h = _empty((m, d), x, r_dtype), _empty((m, d), x, out_dtype or r_dtype)
-    block_d = triton.next_power_of_2(d)
+    block_d = next_power_of_2(d)
     block_m = max(1, 2048 // block_d)
-    _add_rms_norm_kernel[(triton.cdiv(m, block_m),)](
+    _add_rms_norm_kernel[(cdiv(m, block_m),)](
         x2, y2, weight.contiguous(), r, h, m, d, eps, x2.stride(0), y2.stride(0),
         ACC64=r_dtype == torch.float64, BLOCK_M=block_m, BLOCK_D=block_d, num_warps=4)
     return r.reshape(x.shape), h.reshape(x.shape)

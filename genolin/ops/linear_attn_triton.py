@@ -41,6 +41,8 @@ import torch
 import triton
 import triton.language as tl
 
+from genolin.ops.launch import cdiv, next_power_of_2
+
 FMAPS = {"elu": 0, "relu": 1, "exp": 2, "favor": 3}
 
 
@@ -456,7 +458,7 @@ def _config(d: int, e: int, m: int, backward: bool, itemsize: int = 2) -> dict:
     heavier FAVOR+ backward kernels run best with 128 x 8; D or E of 256 leaves registers for 16 tokens only.
     float32 inputs with a dim above 64 take 32 x 8 (larger tiles exceed the shared memory).
     GENOLIN_TRITON_BLOCK_N / _WARPS override (tuning)."""
-    bd, be, bm = (max(16, triton.next_power_of_2(x)) for x in (d, e, m))
+    bd, be, bm = (max(16, next_power_of_2(x)) for x in (d, e, m))
     widest = max(bd, be, bm)
     if widest <= 64 or (not backward and bm * be <= 128 * 64 and bd <= 128 and itemsize < 4):
         block_n, warps = 64, 4
@@ -489,9 +491,9 @@ def _split(n: int, bh: int, block_n: int, device: torch.device) -> tuple[int, in
         p_target = max(1, 4 * sms // max(bh, 1))  # ~4 programs per SM: measured best at B*H = 8
     else:
         p_target = 2
-    p_target = max(1, min(p_target, triton.cdiv(max(n, 1), block_n)))
-    length = triton.cdiv(triton.cdiv(max(n, 1), p_target), block_n) * block_n
-    return triton.cdiv(max(n, 1), length), length
+    p_target = max(1, min(p_target, cdiv(max(n, 1), block_n)))
+    length = cdiv(cdiv(max(n, 1), p_target), block_n) * block_n
+    return cdiv(max(n, 1), length), length
 
 
 def _alloc(shape, like: torch.Tensor, dtype=None) -> torch.Tensor:
@@ -513,7 +515,7 @@ def _reduce(part: torch.Tensor, mp: torch.Tensor | None):
     out = _alloc((bh, sz), part)
     mk = _alloc((bh,), part)
     block_c = 128
-    _reduce_kernel[(triton.cdiv(bh * sz, block_c),)](part, mp if mp is not None else part, out, mk, p, bh,
+    _reduce_kernel[(cdiv(bh * sz, block_c),)](part, mp if mp is not None else part, out, mk, p, bh,
                                                      RESCALE=mp is not None, SZ=sz, BLOCK_P=32, BLOCK_C=block_c)
     return out, mk
 

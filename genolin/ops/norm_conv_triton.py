@@ -9,6 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
+from genolin.ops.launch import cdiv, next_power_of_2
+
 BLOCK_N, NUM_WARPS = 8, 4  # tokens per program: 8 at d 256 keeps the taps in registers (32 spilled, 20x slower)
 
 
@@ -54,11 +56,11 @@ def norm_conv_kernel(x: torch.Tensor, norm_weight: torch.Tensor, eps: float, con
     else:
         out = torch.empty((b, n, d), device=x.device, dtype=out_dtype)
     m = mask.to(torch.uint8).contiguous() if mask is not None else x  # (any pointer when HAS_MASK is off)
-    _norm_conv_kernel[(triton.cdiv(n, BLOCK_N), b)](
+    _norm_conv_kernel[(cdiv(n, BLOCK_N), b)](
         x, norm_weight.contiguous(), w, conv_bias if conv_bias is not None else x, m, out, n, d, eps,
         x.stride(0), x.stride(1), m.stride(0) if mask is not None else 0, out.stride(0), out.stride(1),
         K=k, LEFT=left, HAS_MASK=mask is not None, HAS_BIAS=conv_bias is not None,
-        ACC64=x.dtype == torch.float64, BLOCK_N=BLOCK_N, BLOCK_D=triton.next_power_of_2(d), num_warps=NUM_WARPS)
+        ACC64=x.dtype == torch.float64, BLOCK_N=BLOCK_N, BLOCK_D=next_power_of_2(d), num_warps=NUM_WARPS)
     return out
 
 
