@@ -116,8 +116,9 @@ def _check_encoder(train: TrainConfig, task: str, state: dict) -> None:
 
 
 def _check_task_state(state: dict) -> None:
-    """ValueError unless classes are names, pos_weight / max_train_bp positive numbers (or absent / null) and
-    train_contigs [name, length, bp trained from its start] triples (or absent / null)."""
+    """ValueError unless classes are names, pos_weight / max_train_bp positive numbers (or absent / null),
+    train_contigs [name, length, bp trained from its start] triples and circular_contigs [name, length] pairs (each
+    or absent / null)."""
     classes = state.get("classes", [])
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
         raise ValueError(f"classes is {classes!r}")
@@ -128,6 +129,14 @@ def _check_task_state(state: dict) -> None:
     contigs = state.get("train_contigs") or []
     if not isinstance(contigs, list) or not all(_contig_triple(c) for c in contigs):
         raise ValueError(f"train_contigs is {contigs!r:.200}")
+    circles = state.get("circular_contigs") or []
+    if not isinstance(circles, list) or not all(_contig_pair(c) for c in circles):
+        raise ValueError(f"circular_contigs is {circles!r:.200}")
+
+
+def _contig_pair(item) -> bool:
+    return (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], int)
+            and not isinstance(item[1], bool) and item[1] > 0)
 
 
 def _contig_triple(item) -> bool:

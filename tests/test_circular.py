@@ -4,6 +4,8 @@ the errors of --circular."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -347,6 +349,13 @@ def test_train_on_a_circle_saves_the_option(tmp_path):
         tracks[name] = [line.split("\t")[1:] for line in (tmp_path / f"{name}.plus.bedGraph").read_text().splitlines()
                         if not line.startswith("track")]
     assert tracks["auto"] == tracks["named"] == tracks["other_named"] != tracks["other"]
+    # a damaged circular_contigs in config.json is one line naming the file (hypothesis found -1 an internal error)
+    for bad in (-1, "x", [["v"]], [["v", 0]], [["v", True]], [[1, 6_000]], {"v": 6_000}):
+        damaged = tmp_path / f"damaged_{len(str(bad))}"
+        shutil.copytree(tmp_path / "run", damaged, dirs_exist_ok=True)
+        (damaged / "config.json").write_text(json.dumps({**saved, "circular_contigs": bad}))
+        r = run("predict", "--model", damaged, "--fasta", tmp_path / "v.fa", "--out", tmp_path / "bad")
+        assert r.exit_code != 0 and "circular_contigs is" in r.output and "internal error" not in r.output, r.output
 
 
 # --- explain ----------------------------------------------------------------------------------------------------
