@@ -2,7 +2,9 @@
 
 Each row runs `genolin -q predict --model RUN --fasta GENOME --out P` in a fresh process and times it two ways:
 wall clock of the whole command (start-up, model load and writing included; what a user waits for) and the
-prediction alone after the model is loaded (the `predict` library call, reported by the child). Peak resident
+prediction alone after the model is loaded (the `predict` library call, reported by the child). Their difference is
+the fixed cost (start-up, load, exit: what does not scale with the genome); the prediction over the Mbp is the
+cost per Mbp. Peak resident
 memory (RSS) of the child comes from wait4. The rows cover --rc-average off and on, bedGraph and bigWig, and the
 PyTorch reference attention (GENOLIN_ATTENTION_BACKEND=reference) beside the default backend for the ratio.
 
@@ -218,11 +220,13 @@ def write(result: dict, prefix: Path) -> str:
              f"{f'; windows of {w:,} bp' if (w := meta.get('window_bp')) else ''}", "",
              f"`{meta['command']}`", "",
              "| RC average | format | attention | wall clock s | Mbp/s (wall) | predict s (after load) | Mbp/s | "
-             "GPU peak GiB | peak RSS MiB | windows / batch |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
+             "fixed s | s per Mbp | GPU peak GiB | peak RSS MiB | windows / batch |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:  # fixed: what does not scale with the genome (start-up, load, exit); s per Mbp: the rest
         gib = f"{r['gpu_peak_gib']:.2f}" if r["gpu_peak_gib"] is not None else ""
         lines.append(f"| {'yes' if r['rc_average'] else 'no'} | {r['format']} | {r['backend']} | {r['wall_s']:.2f} | "
-                     f"{r['wall_mbp_s']:.2f} | {r['predict_s']:.2f} | {r['predict_mbp_s']:.2f} | {gib} | "
+                     f"{r['wall_mbp_s']:.2f} | {r['predict_s']:.2f} | {r['predict_mbp_s']:.2f} | "
+                     f"{r['wall_s'] - r['predict_s']:.2f} | {r['predict_s'] / (bp / 1e6):.3f} | {gib} | "
                      f"{r['peak_rss_mib']:.0f} | {r['batch_windows']} |")
     if cli:
         lines += ["", f"`{cli['command']}`: {cli['wall_s']:.2f} s wall clock ({cli['wall_mbp_s']:.2f} Mbp/s, "
