@@ -565,3 +565,10 @@ def test_graphs_are_captured_before_the_pipeline_threads_start(two_contigs, monk
     else:
         assert {e[2] for e in events if e[0] == "replay"} == {False, True}
     assert np.array_equal(got, fixed)
+    # the same predictor without RC averaging: its own pair of graphs, captured on this thread before its batches
+    events.clear()
+    data = TrackData.load([str(fasta)], [], pred.task.cfg)
+    list(pred.region_probs(data, data.whole(), rc_average=False, progress=False))
+    captures = [e for e in events if e[0] == "capture"]
+    assert captures == ([] if fails else [("capture", main, False), ("capture", main, True)])
+    assert all(e[1] != main for e in events[len(captures) + 1:] if e[0] in ("tokens", "capture"))

@@ -47,6 +47,7 @@ class GenomeWindows:
     def __init__(self, predictor):
         self.predictor = predictor
         self.graphs: GraphedForward | None | bool = None
+        self.captured: set[bool] = set()  # the rc_average values whose graphs ``capture`` made
 
     def graphs_wanted(self) -> bool:
         """Whether genome batches are meant to replay CUDA graphs: the predictor's ``cuda_graphs`` and eager on CUDA
@@ -63,14 +64,14 @@ class GenomeWindows:
         """Capture the CUDA graphs of this genome's batches (with padding and without) now, on the caller's thread,
         before the pipeline's threads start: a capture while another thread calls CUDA (a pinned copy on the
         reader thread) fails, and batches then ran eager from that point. A failed capture turns graphs off for
-        the whole run, with one warning."""
-        if not self.graphs_apply() or self.graphs is not None:
+        the whole run, with one warning. Each ``rc_average`` value has its own pair of graphs (twice the rows)."""
+        if not self.graphs_apply() or rc_average in self.captured:
             return
         first = next(iter(self.plan(data, regions)), None)
         if first is None:
             return
         _, _, codes, nbins = self.tokens(data, first, rc_average)
-        graphs = GraphedForward(self._forward, self.predictor.device)
+        graphs = self.graphs or GraphedForward(self._forward, self.predictor.device)
         try:
             for padding in (False, True):
                 graphs.capture((padding, rc_average), codes, nbins)
@@ -79,6 +80,7 @@ class GenomeWindows:
             self.graphs = False
             return
         self.graphs = graphs
+        self.captured.add(rc_average)
 
     def window_bins(self, data: TrackData) -> tuple[int, int]:
         """(bins per genome window, margin bins) of the predictor's ``window_bp`` (``windows.window_bins``)."""
