@@ -133,3 +133,53 @@ def test_a_second_reader_reads_the_same(tmp_path):
     summary = other.info()["summary"]
     assert summary["basesCovered"] == ours.header()["nBasesCovered"]
     assert summary["sum"] == pytest.approx(ours.header()["sumData"], abs=1)
+
+
+def test_a_failure_while_closing_leaves_no_file(tmp_path, monkeypatch):
+    """An error while the index and zoom levels are written (a full disk, an interrupt) drops the temporary file: no
+    truncated file appears under the final name."""
+    import genolin.io.bigwig
+
+    def fail(self, spill):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(genolin.io.bigwig.BigWigWriter, "_zoom_level", fail)
+    with pytest.raises(KeyboardInterrupt), BigWigWriter(tmp_path / "y.bw", {"a": 1000}) as w:
+        w.add("a", 0, np.ones(250), 4, 1000)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_summary_sits_where_kents_writer_puts_it(tmp_path):
+    """The total summary right after the header and the ten zoom headers (offset 304), before the contig tree: some
+    readers fetch the header and summary in one read of fixed size."""
+    lengths, pieces = genome(5, 150, longest=2_000)
+    write(tmp_path / "s.bw", lengths, pieces)
+    data = (tmp_path / "s.bw").read_bytes()
+    assert int.from_bytes(data[44:52], "little") == 64 + 24 * 10
+    assert int.from_bytes(data[8:16], "little") == 64 + 24 * 10 + 40  # the contig tree after it
+    assert pyBigWig.open(str(tmp_path / "s.bw")).chroms() == lengths
+
+
+WRITER_DIES = """
+import sys
+import numpy as np
+from genolin.io.bigwig import BackgroundBigWigWriter
+try:
+    with BackgroundBigWigWriter(sys.argv[1], {"a": 10**7}, queue_pieces=2) as w:
+        for i in range(0, 2_500_000, 65536):
+            w.add("a", i, np.random.rand(65536), 4, 10**7)
+except Exception as exc:
+    print("raised", type(exc).__name__, flush=True)
+"""
+
+
+def test_a_dead_writer_process_neither_hangs_the_parent_nor_its_exit(tmp_path):
+    """The child cannot write its file (its folder is a file) and stops while the parent still sends stretches:
+    the parent raises one error and the interpreter exits (queued stretches nobody reads used to hold the exit)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "blocker").write_text("")
+    proc = subprocess.run([sys.executable, "-c", WRITER_DIES, str(tmp_path / "blocker" / "x.bw")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "raised InputError" in proc.stdout, proc.stdout + proc.stderr

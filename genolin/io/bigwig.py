@@ -11,11 +11,11 @@ zoom levels at close by reading every value back once per level; here each value
 finest zoom level is summed as the values come and each coarser one from the one below, and blocks are compressed
 on a few threads (zlib releases the GIL). pyBigWig reads the files (the tests hold every value against it).
 
-File layout (little-endian): header (64 bytes); zoom headers (ZOOM_HEADERS x 24, the unused ones zero); chromosome
-B+ tree; total summary (40); full data (block count u64, then zlib blocks of up to ITEMS_PER_BLOCK fixed-step values,
-a contig's short last bin as a one-item bedGraph block); its R tree; per zoom level: record count (u32), zlib blocks of
-up to ZOOM_RECORDS_PER_BLOCK summaries (chrom id, start, end, bases, min, max, sum, sum of squares), its R tree; the
-magic number again.
+File layout (little-endian): header (64 bytes); zoom headers (ZOOM_HEADERS x 24, the unused ones zero); total
+summary (40); chromosome B+ tree; full data (block count u64, then zlib blocks of up to ITEMS_PER_BLOCK fixed-step
+values, a contig's short last bin as a one-item bedGraph block); its R tree; per zoom level: record count (u32),
+zlib blocks of up to ZOOM_RECORDS_PER_BLOCK summaries (chrom id, start, end, bases, min, max, sum, sum of
+squares), its R tree; the magic number again.
 
 ``BackgroundBigWigWriter`` has the same interface and runs a BigWigWriter in a child process (one process per
 strand writes both strands at once, beside the model); pieces that continue one another go to the child as one
@@ -141,6 +141,8 @@ def _bptree(names: list[str], lengths: list[int], offset: int) -> bytes:
     (id, length), the ids in the order given. Every node has BPT_BLOCK slots (at most), unused ones zero; root
     first, level by level; a node's children by their file offsets."""
     keys = [n.encode() for n in names]
+    if not keys:  # no contigs: a tree of one empty leaf
+        return struct.pack("<IIIIQQ", BPT_MAGIC, 1, 1, 8, 0, 0) + struct.pack("<BBH", 1, 0, 0) + b"\0" * 9
     key_size = max(len(k) for k in keys)
     block = max(1, min(BPT_BLOCK, len(keys)))
     order = sorted(range(len(keys)), key=lambda i: keys[i])
@@ -202,11 +204,10 @@ class BigWigWriter:
         self.file = self._stack.enter_context(open(tmp, "wb"))
         self.pool = self._stack.enter_context(ThreadPoolExecutor(COMPRESS_THREADS))
         self.file.write(b"\0" * (64 + 24 * ZOOM_HEADERS))
-        self.tree_offset = self.file.tell()
-        if self.names:
-            self.file.write(_bptree(self.names, [self.lengths[c] for c in self.names], self.tree_offset))
-        self.summary_offset = self.file.tell()
+        self.summary_offset = self.file.tell()  # where kent's writer puts it (readers fetch the header and it at once)
         self.file.write(b"\0" * 40)
+        self.tree_offset = self.file.tell()
+        self.file.write(_bptree(self.names, [self.lengths[c] for c in self.names], self.tree_offset))
         self.data_offset = self.file.tell()
         self.file.write(b"\0" * 8)  # the block count
         return self
@@ -326,18 +327,19 @@ class BigWigWriter:
         f.write(struct.pack("<Q", len(self.index)))
 
     def _zoom_level(self, spill) -> tuple[int, int]:
-        """One zoom level's records, read back from its temporary file, written (block count, blocks, R tree) at the
-        end of the file: (data offset, index offset)."""
+        """One zoom level's records, read back from its temporary file, written (record count, blocks, R tree) at
+        the end of the file: (data offset, index offset)."""
         f = self.file
         data_at = f.tell()
         f.write(b"\0" * 4)
-        index = []
+        index, records_written = [], 0
         spill.seek(0)
         while True:  # COMPRESS_BATCH blocks at a time
             records = np.frombuffer(spill.read(ZOOM_RECORD.itemsize * ZOOM_RECORDS_PER_BLOCK * COMPRESS_BATCH),
                                     ZOOM_RECORD)
             if not len(records):
                 break
+            records_written += len(records)
             chunks = [records[i:i + ZOOM_RECORDS_PER_BLOCK] for i in range(0, len(records), ZOOM_RECORDS_PER_BLOCK)]
             for chunk, data in zip(chunks, self.pool.map(lambda c: zlib.compress(c.tobytes(), COMPRESS_LEVEL),
                                                          chunks), strict=True):
@@ -346,28 +348,39 @@ class BigWigWriter:
                 f.write(data)
         index_at = f.tell()
         f.seek(data_at)
-        f.write(struct.pack("<I", len(index)))
+        f.write(struct.pack("<I", records_written))  # kent's zoomCount: the level's records
         f.seek(index_at)
         f.write(_rtree(index, index_at, index_at, ZOOM_RECORDS_PER_BLOCK))
         return data_at, index_at
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            if exc_type is None:
+        if exc_type is None:
+            try:
                 self._finish()
-        finally:
-            self._stack.__exit__(exc_type, exc, tb)
+            except BaseException as failed:  # the temporary file is dropped, not renamed
+                self._stack.__exit__(type(failed), failed, failed.__traceback__)
+                raise
+        self._stack.__exit__(exc_type, exc, tb)
 
 
 def _serve(path: str, lengths: dict[str, int], inbox, outbox) -> None:
     """The child process: a BigWigWriter fed from ``inbox`` until ("close", commit); reports (kind, message) to
     ``outbox``: kind None when done, "input" for a file the user named that cannot be written, else "error"."""
+    import multiprocessing as mp
+    import queue
+
     from genolin.errors import InputError
 
+    parent = mp.parent_process()
     try:
         with BigWigWriter(path, lengths) as w:
             while True:
-                msg = inbox.get()
+                try:
+                    msg = inbox.get(timeout=1.0)
+                except queue.Empty:  # a parent killed without a word leaves no writer behind (nor its file)
+                    if parent is not None and not parent.is_alive():
+                        raise _Abandoned from None
+                    continue
                 if msg[0] == "add":
                     w.add(*msg[1:])
                 elif msg[0] == "close":
@@ -446,6 +459,8 @@ class BackgroundBigWigWriter:
                 if not self.proc.is_alive():
                     self.report = ("error", f"the writer process ended (exit code {self.proc.exitcode})")
         self.proc.join()
+        # stretches the child will never read must not hold the interpreter's exit (the queue's feeder thread)
+        self.inbox.cancel_join_thread()
         kind, message = self.report
         if kind == "input":
             raise InputError(self.path, f"cannot write: {message}")
@@ -462,8 +477,14 @@ class BackgroundBigWigWriter:
         self._close(commit=exc_type is None)
 
     def _close(self, commit: bool) -> None:
-        if self.report is None and self.proc.is_alive():
-            self.inbox.put(("close", commit))  # unbounded wait only while the child lives and reads
+        import queue
+
+        while self.report is None and self.proc.is_alive():  # wait for room only while the child lives
+            try:
+                self.inbox.put(("close", commit), timeout=0.5)
+                break
+            except queue.Full:
+                continue
         if commit:
             self._finish()
         else:  # already failing: wait for the child to drop its file, keep the first error

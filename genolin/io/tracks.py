@@ -53,6 +53,12 @@ def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, thres
     name = Path(prefix).name
     paths = track_paths(prefix if folder is None else str(folder / name), track_format)
     with contextlib.ExitStack() as stack:
+        calls = None
+        if peaks:  # entered first, so it is renamed last: a track writer that fails as it closes takes it down too
+            fb = stack.enter_context(atomic_open(prefix + ".peaks.bed"))
+            fb.write(f'track name="{name} promoters" description="genolin calls, threshold {threshold}" '
+                     f'useScore=1\n')
+            calls = CallsBed(fb, stride)
         if track_format == "bigwig":
             writers = [stack.enter_context(BackgroundBigWigWriter(paths[s], lengths)) for s in strands]
         else:
@@ -60,10 +66,4 @@ def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, thres
             writers = [stack.enter_context(BedGraphWriter(stack.enter_context(atomic_open(paths[s], "wb")),
                                                           f"{name} {'+-'[s]} strand", STRAND_COLORS[s], pool=pool))
                        for s in strands]
-        calls = None
-        if peaks:
-            fb = stack.enter_context(atomic_open(prefix + ".peaks.bed"))
-            fb.write(f'track name="{name} promoters" description="genolin calls, threshold {threshold}" '
-                     f'useScore=1\n')
-            calls = CallsBed(fb, stride)
         yield writers, calls
