@@ -45,6 +45,7 @@ substitution effects, i.e. how much the score drops when it mutates; gradients: 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -537,8 +538,7 @@ def read_regions(genome_path: str, bed: str, flank_bp: int = 0, context_bp: int 
 
 def _origin_cut(lo: int, hi: int, n: int) -> list[tuple[int, int]]:
     """[lo, hi) on a circle of n (lo > -n, hi < 2n, hi - lo <= n) as stretches that do not cross the origin."""
-    cuts = sorted({lo, hi, *(c for c in (0, n) if lo < c < hi)})
-    return list(zip(cuts, cuts[1:], strict=False))
+    return list(itertools.pairwise(sorted({lo, hi, *(c for c in (0, n) if lo < c < hi)})))
 
 
 __all__ = ["METHODS", "BasesToScore", "ExplainOptions", "explain", "gradient_attributions", "ism_regions",

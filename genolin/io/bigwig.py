@@ -189,7 +189,7 @@ class BigWigWriter:
         self.stride: int | None = None
         self.run: tuple[str, int] | None = None  # (contig, next bin) of the values held back
         self.held: list[np.ndarray] = []  # float32 values of the run not yet in a block
-        self.pending: list[tuple[int, int, int, bytes]] = []  # (chrom id, start, end, uncompressed block)
+        self.pending: list[tuple[int, int, int, int, bytes]] = []  # (chrom, start, chrom, end, uncompressed block)
         self.index: list[tuple[int, int, int, int, int, int]] = []
         # the finest zoom level of the contig being written; each finished contig's records of every level go to a
         # temporary file per level (a human genome's finest level is 1.5 GB: only one contig's is held)
@@ -250,8 +250,8 @@ class BigWigWriter:
         if full < len(values) and start + full * stride < length:  # the contig's short last bin
             self._end_run()
             a = start + full * stride
-            self.pending.append((chrom, a, length, struct.pack("<IIIIIBBHIIf", chrom, a, length, 0, 0, 1, 0, 1, a,
-                                                               length, values[full])))
+            self.pending.append((chrom, a, chrom, length, struct.pack("<IIIIIBBHIIf", chrom, a, length, 0, 0, 1, 0,
+                                                                      1, a, length, values[full])))
             zoom.add(np.array([a]), np.array([length - a]), values[full:full + 1])
             self.last = (chrom, length)
         if len(self.pending) >= COMPRESS_BATCH:
@@ -259,9 +259,9 @@ class BigWigWriter:
 
     def _blocks(self, final: bool) -> None:
         """Held values of the run into blocks of ITEMS_PER_BLOCK (with ``final``, the rest as a shorter one)."""
-        held = np.concatenate(self.held) if len(self.held) > 1 else (self.held[0] if self.held else None)
-        if held is None:
+        if not self.held:
             return
+        held = np.concatenate(self.held)
         contig, end_bin = self.run
         chrom, s = self.ids[contig], self.stride
         first_bin = end_bin - len(held)
@@ -270,7 +270,7 @@ class BigWigWriter:
             part = held[i:min(i + ITEMS_PER_BLOCK, cut)]
             a = (first_bin + i) * s
             e = a + len(part) * s
-            self.pending.append((chrom, a, e, struct.pack("<IIIIIBBH", chrom, a, e, s, s, 3, 0, len(part))
+            self.pending.append((chrom, a, chrom, e, struct.pack("<IIIIIBBH", chrom, a, e, s, s, 3, 0, len(part))
                                  + part.tobytes()))
         self.held = [held[cut:]] if cut < len(held) else []
 
@@ -280,11 +280,16 @@ class BigWigWriter:
         self.run, self.held = None, []
 
     def _write_pending(self) -> None:
-        blocks = list(self.pool.map(lambda b: zlib.compress(b[3], COMPRESS_LEVEL), self.pending))
-        for (chrom, a, e, _), data in zip(self.pending, blocks, strict=True):
-            self.index.append((chrom, a, chrom, e, self.file.tell(), len(data)))
-            self.file.write(data)
+        self._write_blocks(self.pending, self.index)
         self.pending = []
+
+    def _write_blocks(self, blocks: list[tuple[int, int, int, int, bytes]], index: list) -> None:
+        """Blocks (first chrom, start, last chrom, end, uncompressed bytes) compressed on the pool and appended to
+        the file, each one's R-tree item (chrom, start, chrom, end, offset, size) to ``index``."""
+        for (c0, a, c1, e, _), data in zip(blocks, self.pool.map(lambda b: zlib.compress(b[4], COMPRESS_LEVEL),
+                                                                 blocks), strict=True):
+            index.append((c0, a, c1, e, self.file.tell(), len(data)))
+            self.file.write(data)
 
     def flush(self) -> None:
         """A contig ends: its held values go into blocks."""
@@ -341,11 +346,8 @@ class BigWigWriter:
                 break
             records_written += len(records)
             chunks = [records[i:i + ZOOM_RECORDS_PER_BLOCK] for i in range(0, len(records), ZOOM_RECORDS_PER_BLOCK)]
-            for chunk, data in zip(chunks, self.pool.map(lambda c: zlib.compress(c.tobytes(), COMPRESS_LEVEL),
-                                                         chunks), strict=True):
-                index.append((int(chunk["chrom"][0]), int(chunk["start"][0]), int(chunk["chrom"][-1]),
-                              int(chunk["end"][-1]), f.tell(), len(data)))
-                f.write(data)
+            self._write_blocks([(int(c["chrom"][0]), int(c["start"][0]), int(c["chrom"][-1]), int(c["end"][-1]),
+                                 c.tobytes()) for c in chunks], index)
         index_at = f.tell()
         f.seek(data_at)
         f.write(struct.pack("<I", records_written))  # kent's zoomCount: the level's records

@@ -39,9 +39,8 @@ def _check_config():
         if genome not in GENOMES:
             raise WorkflowError(f"circular: genome {genome!r} is not listed under genomes:")
     for ds, d in DATASETS.items():
-        genomes = training_genomes(d) if d["task"] == "track" else []
-        kinds = {CIRCULAR.get(g) == "all" for g in genomes}
-        if len(genomes) > 1 and True in kinds and (False in kinds or any(g not in CIRCULAR for g in genomes)):
+        alls = [CIRCULAR.get(g) == "all" for g in (training_genomes(d) if d["task"] == "track" else [])]
+        if any(alls) and not all(alls):
             raise WorkflowError(f"dataset {ds}: circular: 'all' for one of several training genomes would make every "
                                 f"genome's contigs circular; list the contig names instead")
     for genome, models in config["predict"].items():
