@@ -7,7 +7,7 @@ predict runs it: ``BackgroundBigWigWriter``); libBigWig in this process; the bed
 Figures: wall clock of feeding and closing both files, CPU time of this process and of its children, ns per value
 (wall), file size.
 
-    python benchmarks/bigwig_write.py --mbp 20 --out benchmarks/results/bigwig_write/epyc_2cores
+    python benchmarks/bigwig_write.py --mbp 20 --out benchmarks/results/bigwig_write/xeon_2cores
 
 Writes PREFIX.json and PREFIX.md.
 """
