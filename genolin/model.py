@@ -100,6 +100,9 @@ class EncoderConfig:
     # added to each token's pooling score, so a classifier can learn where in its inputs to look (0: off)
     pool_position_bins: int = 0
     pool_position_scale: float = POOL_POSITION_SCALE  # a bin's score is this times its parameter
+    # attention pooling: also a learned slope (from 0, scaled as the bins) times log2(1 + distance from the centre in
+    # tokens) / 16 on each score: a prior on distance that reaches distances the training crops rarely show
+    pool_distance_slope: bool = False
     chunk_tokens: int = 16384  # per chunk, for the attention op and for streaming inference
     checkpointing: bool = False  # training: recompute each whole block in the backward pass (little memory)
     checkpoint_mlp: bool = False  # training: recompute each block's norm + MLP (its largest activations); with
@@ -116,6 +119,8 @@ class EncoderConfig:
             raise ValueError(f"pooling must be 'mean' or 'attention', got {self.pooling!r}")
         if self.pool_position_bins < 0 or (self.pool_position_bins and self.pooling != "attention"):
             raise ValueError("pool_position_bins must be 0, or above 0 with pooling='attention'")
+        if self.pool_distance_slope and self.pooling != "attention":
+            raise ValueError("pool_distance_slope needs pooling='attention'")
         if self.feature_map not in ("elu", "relu", "exp"):
             raise ValueError(f"feature_map must be elu, relu or exp (FAVOR+ is mixer='favor'), "
                              f"got {self.feature_map!r}")
@@ -408,6 +413,9 @@ class Encoder(nn.Module):
         self.pool_position = None
         if self.pool_score is not None and cfg.pool_position_bins:  # zero: plain attention pooling at the start
             self.pool_position = nn.Parameter(torch.zeros(cfg.pool_position_bins))
+        self.pool_slope = None
+        if self.pool_score is not None and cfg.pool_distance_slope:
+            self.pool_slope = nn.Parameter(torch.zeros(()))
         self.classifier = nn.Linear(cfg.d_model, cfg.n_classes) if has_classes else None
         self.track_head = nn.Linear(cfg.d_model, cfg.track_channels) if cfg.track_channels else None
         self.kmer_linear = None
@@ -542,6 +550,12 @@ class Encoder(nn.Module):
             i = torch.arange(mask.shape[1], device=mask.device)[None]  # (1, N)
             which = torch.div(i * bins, n, rounding_mode="floor").clamp_max(bins - 1)  # (B, N)
             scores = scores + (self.cfg.pool_position_scale * self.pool_position[which]).unsqueeze(-1).to(scores.dtype)
+        if self.pool_slope is not None:
+            acc = torch.promote_types(scores.dtype, torch.float32)  # positions to 1e5 need more than bf16's 8 bits
+            n = mask.sum(1, keepdim=True).clamp_min(1).to(acc)  # (B, 1) real tokens, first
+            i = torch.arange(mask.shape[1], device=mask.device, dtype=acc)[None]
+            far = torch.log2(1 + (i - (n - 1) / 2).abs()) / 16  # (B, N)
+            scores = scores + (self.cfg.pool_position_scale * self.pool_slope * far).unsqueeze(-1).to(scores.dtype)
         scores = scores.masked_fill(~mask.unsqueeze(-1), float("-inf"))
         weights = torch.softmax(scores, dim=1).nan_to_num(0.0)  # all-padding rows: zeros
         return (weights * hidden).sum(1)

@@ -545,3 +545,36 @@ def test_the_long_context_benchmark_runs_end_to_end(tmp_path):
     assert "test_at" not in next(r for r in rows if r["length"] == 1000)["genolin"][0]
     assert "scored at (bp)" in out.with_suffix(".md").read_text()
     assert "design document 000" in out.with_suffix(".md").read_text().lower()
+
+
+def test_distance_slope_pooling_equals_its_definition_forward_and_backward_in_float64():
+    """pool_distance_slope: each token's pooling score gains scale x slope x log2(1 + |i - (n - 1) / 2|) / 16 (n its
+    sequence's real tokens); the slope starts at 0 (plain pooling) and learns."""
+    torch.manual_seed(2)
+    cfg = EncoderConfig(vocab_size=9, d_model=12, n_layers=1, n_heads=3, pooling="attention", pool_position_bins=5,
+                        pool_position_scale=2.5, pool_distance_slope=True)
+    model = Encoder(cfg).double()
+    lengths = [13, 6, 29]
+    hidden = torch.randn(3, 29, 12, dtype=torch.float64)
+    mask = torch.arange(29)[None] < torch.tensor(lengths)[:, None]
+    plain = _pool_reference(hidden, mask, model.pool_score.weight[0], model.pool_score.bias[0],
+                            2.5 * model.pool_position)
+    assert torch.allclose(model.pool(hidden, mask), plain, atol=1e-12)  # slope 0: the bins alone
+    with torch.no_grad():
+        model.pool_slope.fill_(-0.7)
+        model.pool_position.normal_()
+    out = []
+    for b, n in enumerate(lengths):
+        bins = [min(i * 5 // n, 4) for i in range(n)]
+        far = torch.log2(1 + (torch.arange(n, dtype=torch.float64) - (n - 1) / 2).abs()) / 16
+        s = hidden[b, :n] @ model.pool_score.weight[0] + model.pool_score.bias[0] + 2.5 * model.pool_position[bins] \
+            + 2.5 * model.pool_slope * far
+        out.append((torch.softmax(s, 0)[:, None] * hidden[b, :n]).sum(0))
+    ref = torch.stack(out)
+    pooled = model.pool(hidden, mask)
+    assert torch.linalg.norm(pooled - ref) / torch.linalg.norm(ref) < 1e-12
+    g = torch.randn_like(ref)
+    (a,), (b,) = (torch.autograd.grad((x * g).sum(), [model.pool_slope]) for x in (pooled, ref))
+    assert abs(a - b) <= 1e-12 * abs(b) and b != 0
+    with pytest.raises(ValueError, match="pool_distance_slope"):
+        EncoderConfig(pool_distance_slope=True)  # mean pooling
