@@ -373,8 +373,8 @@ def _query_grad_kernel(Q, DO, W, SZ_PTR, M_PTR, DQ, DSZP,
                        sqb, sqn, sqh, sdob, sdon, sdoh, sdqb, sdqn, sdqh,
                        D_SCALE, LOG2_C, EPS,
                        FMAP: tl.constexpr, PRECISION: tl.constexpr, LOWP: tl.constexpr,
-                       FAST: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_E: tl.constexpr,
-                       BLOCK_M: tl.constexpr):
+                       ZDOT: tl.constexpr, FAST: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                       BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr):
     # With g = do S^T (BLOCK_N, M) and den = phi z + eps: rowsum(do * o) = phi . g / den, so o itself is not
     # needed: d phi = (g - c z) / den with c = phi . g / den; dS += (phi / den)^T do; dz -= (phi / den)^T c.
     p, bh, b, h, start, end, offs_d, offs_e, offs_m, d_mask, e_mask, m_mask = _program(
@@ -385,7 +385,10 @@ def _query_grad_kernel(Q, DO, W, SZ_PTR, M_PTR, DQ, DSZP,
     St_hi, St_lo = _parts(St, LOWP)
     eye = (offs_d[:, None] == offs_d[None, :]).to(tl.bfloat16)
     dS = tl.zeros((BLOCK_M, BLOCK_E), dtype=tl.float32)
-    dz_acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)  # summed over its rows once, after the loop
+    # dz: LOWP and ZDOT as (phi / den)^T c on the tensor cores (16 equal columns of c, a (BLOCK_M, 16) accumulator);
+    # else a (BLOCK_N, BLOCK_M) accumulator summed over its rows once, after the loop (registers the FAVOR+ tile needs)
+    dz16 = tl.zeros((BLOCK_M, 16), dtype=tl.float32)
+    dz_acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N).to(tl.int64)
         rows = offs_n < end
@@ -404,11 +407,20 @@ def _query_grad_kernel(Q, DO, W, SZ_PTR, M_PTR, DQ, DSZP,
         _store_tile(DQ, b, h, sdqb, sdqn, sdqh, offs_n, offs_d, xmask, dq)
         phir = phi * rden[:, None]
         if LOWP:  # do as loaded is the B operand; phi / den rounded once per token
-            dS = tl.dot(tl.trans(phir.to(tl.bfloat16)), do16, dS)
+            phir_t = tl.trans(phir.to(tl.bfloat16))
+            dS = tl.dot(phir_t, do16, dS)
+            if ZDOT:  # c rounded once per token, as phi / den is
+                dz16 = tl.dot(phir_t, tl.broadcast_to(c[:, None], (BLOCK_N, 16)).to(tl.bfloat16), dz16)
+            else:
+                dz_acc += phir * c[:, None]
         else:
             dS = tl.dot(tl.trans(phir), do, dS, input_precision=PRECISION)
-        dz_acc += phir * c[:, None]
-    _store_state(DSZP, p, bh, dS, -tl.sum(dz_acc, axis=0), offs_m, offs_e, BLOCK_M, BLOCK_E)
+            dz_acc += phir * c[:, None]
+    if LOWP and ZDOT:
+        dz = -tl.max(dz16, axis=1)
+    else:
+        dz = -tl.sum(dz_acc, axis=0)
+    _store_state(DSZP, p, bh, dS, dz, offs_m, offs_e, BLOCK_M, BLOCK_E)
 
 
 @triton.jit(do_not_specialize=["N", "L"])
@@ -611,7 +623,8 @@ def _linear_attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mas
     _query_grad_kernel[(p, b * h)](
         q, do, w, sz, m_k, dq, dszp, n, length, h, d, e, m,
         q.stride(0), q.stride(1), q.stride(2), do.stride(0), do.stride(1), do.stride(2),
-        dq.stride(0), dq.stride(1), dq.stride(2), *scales, eps, **common, **cfg)
+        dq.stride(0), dq.stride(1), dq.stride(2), *scales, eps,
+        ZDOT=os.environ.get("GENOLIN_TRITON_QZDOT", "0") == "1", **common, **cfg)
     dsz, _ = _reduce(dszp, None)
     _key_grad_kernel[(p, b * h)](
         k, v, mask_t, w, dsz, m_k, dk, dv, n, length, h, d, e, m,
