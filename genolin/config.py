@@ -149,7 +149,9 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # (``long_stride``: what keeps the longest input within LONG_TOKENS), a linear-time mixer (linear attention on 2 CPU
 # cores, the hybrid on GPUs), batches by a token budget (max_tokens counts bases; length-bucketed), reverse
 # complements and shifts as augmentation (predict averages both strands), and attention pooling with a learned
-# score per relative position: a mean over 100 kbp dilutes a promoter's few tokens 1,000-fold. 6-mer tokens (the
+# score per relative position and a learned slope on log-distance from the centre: a mean over 100 kbp dilutes a
+# promoter's few tokens 1,000-fold, and the slope, trained on crops, keeps the far context of a whole window from
+# outweighing the centre (docs/benchmarks.md, "A learned distance slope in the pooling"). 6-mer tokens (the
 # earlier recipe) memorised their training genomes and transferred at chance (docs/benchmarks.md, "Long-context
 # classification"). Inputs over CHECKPOINT_TOKENS tokens after the stem recompute each block.
 LONG_SEQUENCE_BP = 1024
@@ -157,7 +159,7 @@ LONG_TOKENS = 32_768
 CHECKPOINT_TOKENS = 65_536
 LONG_CROP_BP = 32_768  # inputs this long train with centre crops from CROP_MIN_BP (docs/benchmarks.md)
 CROP_MIN_BP = 1_000
-LONG_HEAD = dict(pooling="attention", pool_position_bins=128, stem_kernel=15, kmer_logits=0)
+LONG_HEAD = dict(pooling="attention", pool_position_bins=128, pool_distance_slope=True, stem_kernel=15, kmer_logits=0)
 
 
 def long_stride(longest_bp: int) -> int:
@@ -394,8 +396,10 @@ def _fit_recipe(values: dict, user: dict, longest_bp: int | None) -> None:
         values["model.checkpointing"] = True
     if "crop_min_bp" not in user and longest_bp >= LONG_CROP_BP:
         values["crop_min_bp"] = CROP_MIN_BP
-    if values.get("model.pooling") == "mean" and "model.pool_position_bins" not in user:
-        values["model.pool_position_bins"] = 0
+    if values.get("model.pooling") == "mean":  # no scores to add to: the recipe's position terms go with them
+        for key, off in (("model.pool_position_bins", 0), ("model.pool_distance_slope", False)):
+            if key not in user:
+                values[key] = off
 
 
 def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting] | None = None,

@@ -319,7 +319,9 @@ def describe_model(cfg: TrainConfig) -> str:
     blocks = f"{describe_tokens(cfg)}; {m.n_layers} x {m.d_model} {m.mixer} blocks"
     if not m.n_classes:
         return f"{blocks}; per-token track head"
-    head = f"{m.pooling} pooling" + (f" with {m.pool_position_bins} position bins" if m.pool_position_bins else "")
+    terms = [f"{m.pool_position_bins} position bins"] * bool(m.pool_position_bins) + \
+        ["a distance slope"] * m.pool_distance_slope
+    head = f"{m.pooling} pooling" + (" with " + " and ".join(terms) if terms else "")
     if m.kmer_logits:
         kmer = f"bag-of-k-mers term k = 1..{m.kmer_logits}"
     else:

@@ -110,13 +110,15 @@ def test_short_sets_keep_the_measured_recipe_and_long_ones_get_a_pooled_stem_and
     long = make_config("sequence", preset, longest_bp=100_000)
     assert (long.k, long.stride, long.model.stem_kernel, long.model.stem_pool) == (1, 1, 15, 4)
     assert long.model.mixer in ("linear", "hybrid", "favor") and long.model.kmer_logits == 0
-    assert (long.model.pooling, long.model.pool_position_bins) == ("attention", 128)
+    head = (long.model.pooling, long.model.pool_position_bins, long.model.pool_distance_slope)
+    assert head == ("attention", 128, True)
     assert long.rc_prob > 0 and long.max_tokens <= 4 * 2**18  # a budget in bases: 4 per token after the stem
     assert make_config("sequence", preset, longest_bp=20_000).model.stem_pool == 1
     assert make_config("sequence", preset, longest_bp=10**6).model.checkpointing  # 250,000 tokens: recomputed
     # the user's settings win over the recipe, and the recipe follows them
     mine = make_config("sequence", preset, {"stride": 2, "mixer": "favor", "pooling": "mean"}, longest_bp=100_000)
     assert (mine.stride, mine.model.mixer, mine.model.pooling, mine.model.pool_position_bins) == (2, "favor", "mean", 0)
+    assert not mine.model.pool_distance_slope
     kmers = make_config("sequence", preset, {"k": 3}, longest_bp=100_000)
     assert (kmers.stride, kmers.model.stem_pool) == (3, 1)  # k-mer tokens take the grouping as their stride, <= k
     assert kmers.max_tokens == long.max_tokens // 4  # ... and the budget counts tokens again
