@@ -483,14 +483,23 @@ def _config(d: int, e: int, m: int, backward: bool, itemsize: int = 2) -> dict:
     block_n = int(os.environ.get("GENOLIN_TRITON_BLOCK_N", block_n))
     warps = int(os.environ.get("GENOLIN_TRITON_WARPS", warps))
     cfg = {"BLOCK_N": block_n, "BLOCK_D": bd, "BLOCK_E": be, "BLOCK_M": bm, "num_warps": warps}
-    if os.environ.get("GENOLIN_TRITON_STAGES"):  # software-pipelining depth of the token loops (tuning)
-        cfg["num_stages"] = int(os.environ["GENOLIN_TRITON_STAGES"])
+    # software-pipelining depth of the token loops: Triton's default (3), but 2 for the FAVOR+ backward (M above
+    # D and E), whose query kernel ran 1.3x faster with 2 on an H200 at M = 128 (its key kernel the same)
+    stages = os.environ.get("GENOLIN_TRITON_STAGES") or (2 if backward and bm > max(bd, be) else None)
+    if stages:
+        cfg["num_stages"] = int(stages)
     return cfg
 
 
 @functools.cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _zdot() -> bool:
+    """Column sums over tokens (z, dz) as dots with a block of ones on the tensor cores under LOWP
+    (GENOLIN_TRITON_ZDOT=0: sums in registers, for comparison)."""
+    return os.environ.get("GENOLIN_TRITON_ZDOT", "1") != "0"
 
 
 def _split(n: int, bh: int, block_n: int, device: torch.device) -> tuple[int, int]:
@@ -558,9 +567,9 @@ def _launch_args(q, mask, projection, feature_map):
     return w, mask_t, common, scales
 
 
-# The kernels as two torch custom ops (forward -> o and the reduced state; backward -> dq, dk, dv): opaque to
-# torch.compile (a compiled block calls them as it calls a matmul, no graph break, no tracing into Triton code) and
-# visible to selective activation checkpointing as single ops.
+# The kernels as two torch custom ops (forward -> o and the reduced state; backward -> dq, dk, dv) under
+# torch.compile: opaque to it (a compiled block calls them as it calls a matmul, no graph break, no tracing into
+# Triton code). Eager calls launch the kernels directly (inference) or through a plain autograd Function (training).
 def _forward_kernels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                      projection: torch.Tensor | None, feature_map: str, eps: float
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -573,7 +582,7 @@ def _forward_kernels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     bm, be = fwd_cfg["BLOCK_M"], fwd_cfg["BLOCK_E"]
     # z of the state kernel on the tensor cores with 4 warps only: with 8 warps the same code was seen to fault on
     # Hopper GPUs under Triton 3.6
-    zdot = fwd_cfg["num_warps"] == 4 and os.environ.get("GENOLIN_TRITON_ZDOT", "1") != "0"
+    zdot = fwd_cfg["num_warps"] == 4 and _zdot()
     szp = _alloc((p, b * h, bm * (be + 1)), q, torch.float32)
     mp = _alloc((p, b * h), q, torch.float32)
     _state_kernel[(p, b * h)](
@@ -607,10 +616,9 @@ def _(q, k, v, mask, projection, feature_map, eps):
             q.new_empty(b * h, dtype=torch.float32))
 
 
-@torch.library.custom_op("genolin::linear_attention_bwd", mutates_args=())
-def _linear_attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                          projection: torch.Tensor | None, sz: torch.Tensor, m_k: torch.Tensor, do: torch.Tensor,
-                          feature_map: str, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _backward_kernels(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                      projection: torch.Tensor | None, sz: torch.Tensor, m_k: torch.Tensor, do: torch.Tensor,
+                      feature_map: str, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The forward's inputs, its states and do (B, N, H, E) -> dq, dk (B, N, H, D), dv (B, N, H, E)."""
     b, n, h, d = q.shape
     e = v.shape[-1]
@@ -623,8 +631,7 @@ def _linear_attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mas
     _query_grad_kernel[(p, b * h)](
         q, do, w, sz, m_k, dq, dszp, n, length, h, d, e, m,
         q.stride(0), q.stride(1), q.stride(2), do.stride(0), do.stride(1), do.stride(2),
-        dq.stride(0), dq.stride(1), dq.stride(2), *scales, eps,
-        ZDOT=os.environ.get("GENOLIN_TRITON_QZDOT", "0") == "1", **common, **cfg)
+        dq.stride(0), dq.stride(1), dq.stride(2), *scales, eps, ZDOT=_zdot(), **common, **cfg)
     dsz, _ = _reduce(dszp, None)
     _key_grad_kernel[(p, b * h)](
         k, v, mask_t, w, dsz, m_k, dk, dv, n, length, h, d, e, m,
@@ -633,6 +640,14 @@ def _linear_attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mas
         dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
         *scales, HAS_MASK=mask is not None, **common, **cfg)
     return dq, dk, dv
+
+
+@torch.library.custom_op("genolin::linear_attention_bwd", mutates_args=())
+def _linear_attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                          projection: torch.Tensor | None, sz: torch.Tensor, m_k: torch.Tensor, do: torch.Tensor,
+                          feature_map: str, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``_backward_kernels`` as an op."""
+    return _backward_kernels(q, k, v, mask, projection, sz, m_k, do, feature_map, eps)
 
 
 @_linear_attention_bwd.register_fake
@@ -656,13 +671,34 @@ def _backward(ctx, do, _dsz, _dmk):
 _linear_attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
+class _EagerLinearAttention(torch.autograd.Function):
+    """The same kernels under eager autograd, without the custom ops' dispatch: through the ops a forward and
+    backward cost about 0.9 ms of host time at 16 K tokens on an H200 (the kernels: 0.1 ms), through this about a
+    third of that. torch.compile still sees the ops."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, projection, feature_map: str, eps: float):
+        o, sz, m_k = _forward_kernels(q, k, v, mask, projection, feature_map, eps)
+        ctx.save_for_backward(q, k, v, mask, projection, sz, m_k)
+        ctx.feature_map, ctx.eps = feature_map, eps
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, mask, projection, sz, m_k = ctx.saved_tensors
+        dq, dk, dv = _backward_kernels(q, k, v, mask, projection, sz, m_k, do, ctx.feature_map, ctx.eps)
+        return dq, dk, dv, None, None, None, None
+
+
 def triton_linear_attention(q, k, v, *, feature_map="elu", projection=None, key_padding_mask=None, eps=1e-6):
     """Bidirectional linear attention through the fused kernels; see the module docstring."""
     if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    if torch.compiler.is_compiling():
+        return _linear_attention_fwd(q, k, v, key_padding_mask, projection, feature_map, float(eps))[0]
     if eager_inference(q, k, v, projection):  # the launches themselves: no op, no autograd
         return _forward_kernels(q, k, v, key_padding_mask, projection, feature_map, float(eps))[0]
-    return _linear_attention_fwd(q, k, v, key_padding_mask, projection, feature_map, float(eps))[0]
+    return _EagerLinearAttention.apply(q, k, v, key_padding_mask, projection, feature_map, float(eps))
 
 
 def eager_inference(*tensors: torch.Tensor | None) -> bool:
