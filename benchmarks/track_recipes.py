@@ -9,8 +9,8 @@ check. A recipe is a name and settings (`--recipe NAME:KEY=VALUE,KEY=VALUE`; `sh
 
 Per recipe the tables give, per held-out genome, AUPRC (mean +- sample sd over seeds) and AUPRC / positive rate;
 the mean over genomes (its sd over seeds: the noise level two recipes must differ by); the smallest ratio; calls
-at the model's threshold: precision and recall within 20 and 100 bp; training minutes; the runs whose log flagged
-memorisation (validation not improving while the training loss falls, `genolin.selection`); and with
+as predict makes them by default: precision and recall within 20 and 100 bp; training minutes; the runs whose log
+flagged memorisation (validation not improving while the training loss falls, `genolin.selection`); and with
 --predict-speed, `genolin predict` Mbp/s on the held-out genome (whole command, bedGraph). With --adapt-steps N,
 evaluate and predict run test-time adaptation first (`--adapt-steps N`: N steps of the masked-token loss on the
 scored genome's sequence; its time counts in predict's Mbp/s), their outputs kept apart from unadapted ones.

@@ -50,7 +50,7 @@ class RunConfig:
     task: str
     train: TrainConfig  # train.model: the encoder config as built (vocabulary, head, seed filled in)
     data: DataSpec
-    # "classes"; "pos_weight" and "train_contigs" (track), "max_train_bp" (sequence)
+    # "classes"; "pos_weight", "train_contigs", "circular_contigs" and "tss_per_mbp" (track), "max_train_bp" (sequence)
     task_state: dict = field(default_factory=dict)
     created: str = ""
 
@@ -62,7 +62,7 @@ class RunConfig:
                 "created": self.created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
 
 
-TASK_STATE_KEYS = ("classes", "pos_weight", "max_train_bp", "train_contigs", "circular_contigs")
+TASK_STATE_KEYS = ("classes", "pos_weight", "max_train_bp", "train_contigs", "circular_contigs", "tss_per_mbp")
 
 
 def read_run_config(run_dir: str | os.PathLike) -> RunConfig:

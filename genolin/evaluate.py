@@ -1,6 +1,6 @@
 """``genolin evaluate``: score a trained run on labelled data and write a report (JSON, markdown, ROC and PR curves).
 
-    evaluate(run, inputs, out_dir, rc_average=, threshold=, held_out=) -> (metrics, report path)
+    evaluate(run, inputs, out_dir, rc_average=, threshold=, calls_per_mbp=, held_out=) -> (metrics, report path)
 
 The scores come from the run's task (``genolin.tasks``) through ``Task.evaluate``, the same path that validation
 takes during training: on the same data a run's validation metrics and evaluate's agree.
@@ -33,10 +33,12 @@ log = logging.getLogger(__name__)
 
 
 def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = False, threshold: float | None = None,
-             min_distance_bp: int = 100, held_out: bool | None = None, progress: bool | None = None,
-             adapt_options: AdaptOptions | None = None) -> tuple[dict, Path]:
+             min_distance_bp: int = 100, calls_per_mbp: float | None = None, held_out: bool | None = None,
+             progress: bool | None = None, adapt_options: AdaptOptions | None = None) -> tuple[dict, Path]:
     """Metrics of ``run`` (a genolin.inference.Run) on ``inputs``, and the report written to ``out_dir``; with
-    ``adapt_options`` of steps > 0, after test-time adaptation on the sequence of ``inputs.fasta``."""
+    ``adapt_options`` of steps > 0, after test-time adaptation on the sequence of ``inputs.fasta``. Tracks:
+    ``calls_per_mbp`` calls that density of each genome's most probable local maxima instead of those above
+    ``threshold``."""
     task = run.task
     adapting = adapt_options is not None and adapt_options.steps > 0
     if adapting:
@@ -50,10 +52,13 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
                            batch_size=adapt_options.batch_size, seed=adapt_options.seed, circular=inputs.circular,
                            progress=progress)
     metrics, scored = task.evaluate(run.predictor, eval_set, rc_average=rc_average, threshold=threshold,
-                                    min_distance_bp=min_distance_bp, progress=progress)
+                                    min_distance_bp=min_distance_bp, calls_per_mbp=calls_per_mbp,
+                                    progress=progress)
     # how the probabilities were made: the defaults depend on the run (inference.default_views)
     metrics["scoring"] = {"rc_average": rc_average, "shift_average": run.predictor.shift_views,
                           "threshold": threshold, "models": len(run.predictor.members)}
+    if task.has_track:  # the calls' rule: a density, or None for the threshold
+        metrics["scoring"]["calls_per_mbp"] = calls_per_mbp
     if adaptation is not None:
         metrics["scoring"]["adapt"] = adaptation.record()
     views = (f"Scored over {describe_views(rc_average, run.predictor.shift_views)}"

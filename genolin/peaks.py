@@ -3,6 +3,8 @@
     PeakCaller(threshold, distance_bins, circle=).feed(first_bin, probs, final=) -> [(bin, p)] called on one strand
     StrandedPeaks(threshold, distance_bins, circles).feed(contig, first_bin, probs (n, 2), final=) -> a contig's
         calls on both strands, [(bin, p, "+" or "-")] sorted, at its last piece
+    DensityCut.of(per_mbp, bp).add(calls); .selected() -> the most probable calls of a contig at that density
+    resolvable_density(positions_by_strand, bp, min_distance_bp) -> TSSs per Mbp that calls could tell apart
 
 A bin is called when its probability is at least the threshold and the highest within ``distance_bins`` bins on
 its strand (of equal neighbours the leftmost). On a circular contig of n bins (``circle``) the bins within
@@ -118,24 +120,81 @@ def small_circle_calls(p: np.ndarray, threshold: float, d: int) -> list[tuple[in
 class StrandedPeaks:
     """Calls on both strands of pieces (contig, first bin, probs (n, 2)) that come in genome order, each contig's
     from its first bin: one ``PeakCaller`` per strand, started anew at each contig. ``circles``: contig -> bins of
-    the circular contigs (their whole circle comes, from bin 0)."""
+    the circular contigs (their whole circle comes, from bin 0). ``density`` (calls per Mbp, with ``lengths``:
+    contig -> bp): instead of those above the threshold, each contig's most probable local maxima at that density
+    (``DensityCut``)."""
 
-    def __init__(self, threshold: float, distance_bins: int, circles: dict[str, int] | None = None):
+    def __init__(self, threshold: float, distance_bins: int, circles: dict[str, int] | None = None, *,
+                 density: float | None = None, lengths: dict[str, int] | None = None):
         self.callers = [PeakCaller(threshold, distance_bins) for _ in range(2)]
         self.circles = circles or {}
+        self.density, self.lengths = density, lengths or {}
         self.contig: str | None = None
         self.calls: list[tuple[int, float, str]] = []
+        self.cut: DensityCut | None = None
 
     def feed(self, contig: str, first_bin: int, probs: np.ndarray, *, final: bool
              ) -> list[tuple[int, float, str]] | None:
         """The contig's calls [(bin, p, "+" or "-")] sorted when this is its last piece (``final``), else None."""
         if contig != self.contig:
             self.contig, self.calls = contig, []
+            self.cut = DensityCut.of(self.density, self.lengths[contig]) if self.density is not None else None
             for caller in self.callers:
                 caller.reset(0, self.circles.get(contig))
         for strand, caller in enumerate(self.callers):
-            self.calls += [(b, p, "+-"[strand]) for b, p in caller.feed(first_bin, probs[:, strand], final=final)]
-        return sorted(self.calls) if final else None
+            if self.cut is not None:  # a bin below the k-th best so far can never be among the k
+                caller.threshold = self.cut.floor
+            new = [(b, p, "+-"[strand]) for b, p in caller.feed(first_bin, probs[:, strand], final=final)]
+            if self.cut is not None:
+                self.cut.add(new)
+            else:
+                self.calls += new
+        if not final:
+            return None
+        return self.cut.selected() if self.cut is not None else sorted(self.calls)
 
 
-__all__ = ["PeakCaller", "StrandedPeaks", "small_circle_calls", "window_max"]
+class DensityCut:
+    """A call density instead of a threshold, for one contig (or region): of the calls added, the ``k`` most
+    probable, ties at the k-th probability kept (k = 0: none). ``floor`` (0 until k calls were added; infinite for
+    k = 0) is the k-th highest probability so far; it only rises, so the caller may raise its threshold to it as it
+    goes (a bin below it can never be among the k), which bounds the memory by about 2k calls however long the
+    contig."""
+
+    def __init__(self, k: int):
+        self.k = max(0, int(k))
+        self.calls: list[tuple[int, float, str]] = []
+        self.floor = 0.0 if self.k else float("inf")
+
+    @classmethod
+    def of(cls, per_mbp: float, bp: int) -> DensityCut:
+        """The cut of ``per_mbp`` calls per Mbp over ``bp`` bases, rounded to the nearest count."""
+        return cls(int(per_mbp * bp / 1e6 + 0.5))
+
+    def add(self, calls: list[tuple[int, float, str]]) -> None:
+        """More calls [(bin, p, "+" or "-")], any order."""
+        self.calls += [c for c in calls if c[1] >= self.floor]
+        if self.k and len(self.calls) >= self.k:
+            p = np.fromiter((c[1] for c in self.calls), dtype=np.float64, count=len(self.calls))
+            self.floor = float(np.partition(p, len(p) - self.k)[len(p) - self.k])
+            if len(self.calls) > 2 * self.k:
+                self.calls = [c for c in self.calls if c[1] >= self.floor]
+
+    def selected(self) -> list[tuple[int, float, str]]:
+        """The k most probable calls (ties kept), sorted."""
+        return sorted(c for c in self.calls if c[1] >= self.floor)
+
+
+def resolvable_density(positions: list[np.ndarray], bp: int, min_distance_bp: int) -> float:
+    """TSSs per Mbp that calls ``min_distance_bp`` apart could tell apart: along each strand's sorted positions (one
+    array per contig and strand), a TSS counts if it lies more than ``min_distance_bp`` after the last one counted."""
+    n = 0
+    for pos in positions:
+        last = None
+        for x in np.sort(np.asarray(pos)).tolist():
+            if last is None or x - last > min_distance_bp:
+                n, last = n + 1, x
+    return n / max(bp, 1) * 1e6
+
+
+__all__ = ["DensityCut", "PeakCaller", "StrandedPeaks", "resolvable_density", "small_circle_calls", "window_max"]

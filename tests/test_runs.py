@@ -229,9 +229,10 @@ def test_max_mcc_threshold_against_a_scan():
     assert max_mcc_threshold(np.ones(4), np.arange(4) / 4) is None
 
 
-def test_runs_store_their_threshold_and_predict_uses_it(tmp_path, ecoli_30k):
-    """The best weights carry the max-F1 threshold of their validation; evaluate and predict use it by default,
-    say so, and still take --threshold."""
+def test_runs_store_their_threshold_and_call_density_and_predict_uses_them(tmp_path, ecoli_30k):
+    """The best weights carry the max-F1 threshold of their validation, config.json the training genomes' TSS
+    density; predict and evaluate call at that density by default, say so, and still take --threshold (which the
+    BED's track line names)."""
     from genolin.checkpoint import load_tensors
 
     out = tmp_path / "run"
@@ -244,11 +245,16 @@ def test_runs_store_their_threshold_and_predict_uses_it(tmp_path, ecoli_30k):
     meta = load_tensors(out / "best.safetensors")[1]
     assert float(meta["threshold"]) == best["val"]["best_threshold"]["value"]
     stored = float(meta["threshold"])
+    density = json.loads((out / "config.json").read_text())["tss_per_mbp"]
     result = CliRunner().invoke(cli, ["predict", "--model", str(out), "--fasta", str(ecoli_30k / "g.fa"), "--out",
                                       str(tmp_path / "p")])
-    assert result.exit_code == 0 and f"decision threshold {stored:.4g} (chosen on validation: max F1)" in result.output
+    assert result.exit_code == 0 and f"calls: the {density:.4g} per Mbp most probable" in result.output
     assert "best.safetensors, the best validated weights" in result.output
-    assert f"threshold {stored}" in (tmp_path / "p.peaks.bed").read_text().splitlines()[0]
+    assert f"the {density:.4g} per Mbp" in (tmp_path / "p.peaks.bed").read_text().splitlines()[0]
+    result = CliRunner().invoke(cli, ["predict", "--model", str(out), "--fasta", str(ecoli_30k / "g.fa"), "--out",
+                                      str(tmp_path / "t"), "--threshold", str(stored)])
+    assert result.exit_code == 0 and f"decision threshold {stored:.4g} (given)" in result.output
+    assert f"threshold {stored}" in (tmp_path / "t.peaks.bed").read_text().splitlines()[0]
     r = run("evaluate", "--model", out, "--fasta", ecoli_30k / "g.fa", "--tss", ecoli_30k / "tss.bed",
             "--threshold", "0.25", "--out", tmp_path / "ev")
     assert r.exit_code == 0 and json.loads((tmp_path / "ev" / "metrics.json").read_text())["calls"]["threshold"] == 0.25

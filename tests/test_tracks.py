@@ -74,6 +74,55 @@ def test_evaluation_bins_and_calls_equal_brute_force(stride, bin_bp):
     assert g.bp == b - a
 
 
+@pytest.mark.parametrize("density", [300.0, 5_000.0, 1e7])
+def test_calls_at_a_density_are_each_regions_most_probable_local_maxima(density):
+    """calls_per_mbp: of all local maxima of a region (both strands), the round(density x Mbp) most probable, by
+    brute force; the pieces arrive in uneven sizes while the caller's threshold rises to the k-th best so far.
+    1e7 per Mbp asks for more than there are: every local maximum."""
+    genome = Genome(ECOLI_BGZ)
+    rng = np.random.default_rng(7)
+    tss = [Interval("NC_000913.3", int(p), int(p) + 1, "t", None, "+-"[int(s)])
+           for p, s in zip(rng.integers(0, 20_000, 40), rng.integers(0, 2, 40), strict=True)]
+    data = TrackData(genome, tss, window_bp=1600, k=3, stride=4)
+    data.lengths = {"NC_000913.3": 20_003}
+    pred = RandomPredictor(data, seed=3)
+    regions = [("NC_000913.3", 0, 20_003)]
+    (g,) = score_regions(pred, data, regions, bin_bp=50, threshold=0.99, min_distance_bp=20,
+                         calls_per_mbp=density).values()
+    probs, d = pred.probs["NC_000913.3"].astype(np.float64), 5
+    maxima = [(v, i, s) for s in range(2) for i, v in enumerate(probs[:, s])
+              if v > probs[max(0, i - d):i, s].max(initial=-1) and v >= probs[i + 1:i + d + 1, s].max(initial=-1)]
+    k = int(density * 20_003 / 1e6 + 0.5)
+    cut = sorted(maxima, reverse=True)[k - 1][0] if k <= len(maxima) else 0.0
+    for s in range(2):
+        want = sorted(i * 4 + 2 for v, i, strand in maxima if strand == s and v >= cut)
+        assert g.calls[("NC_000913.3", s)].tolist() == want
+    assert g.call_threshold == pytest.approx(cut, rel=1e-6)
+    m = call_metrics(g.calls, g.tss, g.bp, g.call_threshold, density=density)
+    assert m["calls"] == min(k, len(maxima)) and m["density"] == density
+
+
+def test_density_cut_keeps_the_k_most_probable_within_bounded_memory():
+    from genolin.peaks import DensityCut, resolvable_density
+
+    rng = np.random.default_rng(0)
+    cut, everything = DensityCut.of(50, 10**6), []
+    for _ in range(40):
+        calls = [(int(b), float(p), "+-"[int(s)]) for b, p, s in zip(rng.integers(0, 10**6, 30), rng.random(30),
+                                                                        rng.integers(0, 2, 30), strict=True)]
+        everything += calls
+        cut.add(calls)
+        assert len(cut.calls) <= 2 * 50 + 30
+        assert cut.floor <= sorted(p for _, p, _ in everything)[-min(50, len(everything))]
+    assert cut.selected() == sorted(sorted(everything, key=lambda c: c[1])[-50:])
+    assert DensityCut.of(400, 1_000).selected() == [] and DensityCut.of(400, 1_300).k == 1  # rounded to the nearest
+    none = DensityCut.of(100, 1_000)
+    none.add([(1, 0.9, "+")])
+    assert none.selected() == []
+    # TSSs more than 100 bp apart on one strand count once each: 0, 150, 300 of 0, 50, 150, 200, 300
+    assert resolvable_density([np.array([0, 50, 150, 200, 300]), np.array([10])], 2_000_000, 100) == 2.0
+
+
 def test_track_windows_mutated_with_their_targets_kept():
     """mutate_prob on the track task: each base substituted with that probability (a quarter of the draws give the
     same base back), the targets those of the plain window; 0 or no rng: today's batch; a seed repeats itself."""

@@ -110,6 +110,8 @@ def test_sequence_train_evaluate_predict(tmp_path, gue_small):
     assert [(x[0], x[1], x[5]) for x in rows] == [("a", "18", "true"), ("b", "27", "false")]
     for x in rows:
         assert abs(float(x[2]) + float(x[3]) - 1) < 1e-5 and x[4] in ("0", "1")
+    r = run("predict", "--model", out, "--fasta", fasta, "--out", tmp_path / "dens.tsv", "--calls-per-mbp", "10")
+    assert r.exit_code == 1 and "--calls-per-mbp is for track models" in r.output and "Traceback" not in r.output
 
 
 def test_track_train_predict_evaluate(tmp_path, genome_small):
@@ -153,6 +155,22 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
         by_strand.setdefault((contig, strand), []).append(start)
     for starts in by_strand.values():
         assert starts == sorted(starts) and min(np.diff(starts), default=10**9) > 200
+    # a call density: the 200 per Mbp most probable of the same local maxima (threshold 0 called them all)
+    r = run("predict", "--model", out, "--fasta", genome_small / "g.fa", "--out", tmp_path / "dens",
+            "--calls-per-mbp", "200", "--min-distance", "200", "--rc-average")
+    assert r.exit_code == 0, r.output
+    dense = [line.split("\t") for line in (tmp_path / "dens.peaks.bed").read_text().splitlines()[1:]]
+    assert [f[3] for f in dense] == [f"promoter_{i}" for i in range(1, len(dense) + 1)]
+    assert [f[0] for f in dense] == sorted((f[0] for f in dense), key=list(lengths).index)
+    for contig, n in lengths.items():  # each contig's round(200 x Mbp) most probable local maxima: 12, 2 and 0
+        key = {(f[1], f[5]): int(f[4]) for f in peaks if f[0] == contig}
+        chosen = {(f[1], f[5]) for f in dense if f[0] == contig}
+        assert len(chosen) == min(int(200 * n / 1e6 + 0.5), len(key)) and chosen <= set(key)
+        if chosen:  # BED scores are 1000 p rounded: the chosen ones' are at least every other one's
+            assert min(key[c] for c in chosen) >= max((v for c, v in key.items() if c not in chosen), default=0)
+    r = run("predict", "--model", out, "--fasta", genome_small / "g.fa", "--out", tmp_path / "both",
+            "--calls-per-mbp", "200", "--threshold", "0.5")
+    assert r.exit_code == 2 and "not both" in r.output and not list(tmp_path.glob("both*"))
 
     r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
             "--out", tmp_path / "ev", "--whole-genome")  # the training genome: every bin only when asked
@@ -165,8 +183,32 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     tss = [line.split("\t") for line in (genome_small / "tss.bed").read_text().splitlines()]
     from genolin.checkpoint import load_tensors
 
-    stored = float(load_tensors(out / "best.safetensors")[1]["threshold"])  # chosen on validation, used by default
-    assert metrics["calls"]["tss"] == len(tss) and metrics["calls"]["threshold"] == stored
+    # calls by default: the training genomes' TSS density, TSSs more than 100 bp apart on a strand counted once
+    density = json.loads((out / "config.json").read_text())["tss_per_mbp"]
+    kept = {}
+    for contig, start, _, _, _, strand in sorted(tss, key=lambda f: (f[0], f[5], int(f[1]))):
+        last = kept.get((contig, strand))
+        if last is None or int(start) - last[-1] > 100:
+            kept.setdefault((contig, strand), []).append(int(start))
+    assert density == pytest.approx(sum(map(len, kept.values())) / sum(lengths.values()) * 1e6)
+    calls = metrics["calls"]
+    assert calls["tss"] == len(tss) and calls["density"] == density and calls["threshold"] is None
+    k = sum(int(density * n / 1e6 + 0.5) for n in lengths.values())  # each contig's most probable local maxima
+    assert 0 < calls["calls"] <= k
+    stored = float(load_tensors(out / "best.safetensors")[1]["threshold"])  # chosen on validation
+    r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
+            "--out", tmp_path / "ev_t", "--whole-genome", "--threshold", stored)
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "ev_t" / "metrics.json").read_text())["calls"]["threshold"] == stored
+    # a run from before the density was kept calls above its stored threshold
+    config = json.loads((out / "config.json").read_text())
+    del config["tss_per_mbp"]
+    (out / "config.json").write_text(json.dumps(config))
+    r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
+            "--out", tmp_path / "ev_old", "--whole-genome")
+    assert r.exit_code == 0, r.output
+    old = json.loads((tmp_path / "ev_old" / "metrics.json").read_text())["calls"]
+    assert old["threshold"] == stored and old["density"] is None
     r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
             "--out", tmp_path / "ev2", "--held-out")
     assert r.exit_code == 0, r.output

@@ -89,9 +89,12 @@ def test_demo_end_to_end(tmp_path):
     from genolin.checkpoint import load_tensors
 
     stored = float(load_tensors(results / "models" / "ecoli_gene_starts" / "best.safetensors")[1]["threshold"])
-    assert track["calls"]["threshold"] == stored and track["bin_bp"] == 50  # the model's own threshold
+    assert track["pooled"]["threshold"] == stored and track["bin_bp"] == 50  # the model's own threshold for bins
+    density = json.loads((results / "models" / "ecoli_gene_starts" / "config.json").read_text())["tss_per_mbp"]
+    assert track["calls"]["density"] == density  # calls at the training genome's TSS density
     peaks = (results / "predictions" / "ecoli_gene_starts" / "ecoli_k12.peaks.bed").read_text().splitlines()
-    assert f"threshold {stored}" in peaks[0] and len(peaks) > 100  # promoters called at that threshold
+    k = int(density * 4.641652 + 0.5)  # the one contig's k most probable local maxima (ties at the k-th kept)
+    assert f"the {density:.4g} per Mbp" in peaks[0] and k <= len(peaks) - 1 <= k + 10
     assert (results / "models" / "gue_tata" / "best.safetensors").exists()
     summary = (results / "report" / "summary.md").read_text()
     assert "| gue_tata | test | sequences | 613 |" in summary and "ecoli_gene_starts" in summary

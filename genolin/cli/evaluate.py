@@ -27,6 +27,10 @@ from genolin.cli.options import adapt_options, averaging_options, check_adapt, c
               help="Decision probability for MCC, F1 and track calls [default: the run's threshold chosen on "
                    "validation (tracks: max F1, classifiers: max MCC), else 0.5; classifiers of more than two "
                    "classes: argmax].")
+@click.option("--calls-per-mbp", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
+              help="Tracks: call the N x Mbp most probable local maxima of each contig (scored part), as predict does "
+                   "[default: as predict: the training genomes' TSSs per Mbp that the run kept, else (older runs, "
+                   "or with --threshold) the local maxima at or above the threshold].")
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Tracks: promoter calls on one strand are at least this many bp apart (as in predict).")
 @click.option("--held-out/--whole-genome", default=None,
@@ -37,13 +41,15 @@ from genolin.cli.options import adapt_options, averaging_options, check_adapt, c
 @adapt_options
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
 def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shift_average, window_bp, threshold,
-             min_distance, held_out, adapt_steps, adapt_lr, device) -> None:
+             calls_per_mbp, min_distance, held_out, adapt_steps, adapt_lr, device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
     from genolin.adapt import AdaptOptions
     from genolin.config import DataSpec
     from genolin.evaluate import evaluate as run_evaluation
     from genolin.inference import load_run
 
+    if threshold is not None and calls_per_mbp is not None:
+        raise click.UsageError("give --threshold or --calls-per-mbp, not both")
     if len(model_dirs) > 1 and out is None:
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
     # adaptation trains float32 weights and casts them for inference afterwards (genolin.adapt)
@@ -54,5 +60,6 @@ def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shi
                       circular=list(circular))
     run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=run.rc_average(rc_average),
                    threshold=run.decision_threshold(threshold),
+                   calls_per_mbp=run.call_density(calls_per_mbp, threshold is not None),
                    min_distance_bp=min_distance, held_out=held_out,
                    adapt_options=AdaptOptions(adapt_steps, adapt_lr) if adapt_steps else None)

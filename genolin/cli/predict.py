@@ -19,8 +19,13 @@ from genolin.cli.options import adapt_options, averaging_options, check_adapt, c
 @averaging_options
 @window_option
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
-              help="Decision probability: track calls, or the last class of a two-class classifier [default: the "
-                   "run's threshold chosen on validation (tracks: max F1, classifiers: max MCC), else 0.5].")
+              help="Decision probability: the last class of a two-class classifier [default: the run's threshold "
+                   "chosen on validation (max MCC), else 0.5]; for a track model, call the local maxima at or above "
+                   "it instead of a density.")
+@click.option("--calls-per-mbp", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
+              help="Track: call the N x Mbp most probable local maxima of each contig [default: the "
+                   "training genomes' TSSs per Mbp, 100 bp apart, as the run kept it; runs from before it was kept: "
+                   "their threshold chosen on validation (max F1)].")
 @click.option("--format", "track_format", type=click.Choice(["bedgraph", "bigwig"]), default="bedgraph",
               help="Track: the per-strand values as OUT.plus/minus.bedGraph (text) or OUT.plus/minus.bw (bigWig).")
 @click.option("--contig", "contigs", multiple=True, metavar="NAME",
@@ -34,8 +39,8 @@ from genolin.cli.options import adapt_options, averaging_options, check_adapt, c
 @click.option("--compile/--no-compile", "compile_model", default=False,
               help="Run the model's blocks through torch.compile (compiling takes seconds on a machine's first run). "
                    "Off by default: eager batches replay CUDA graphs, which compiled blocks cannot, and run faster.")
-def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, threshold, track_format, contigs,
-            circular, min_distance, adapt_steps, adapt_lr, batch_size, device, compile_model) -> None:
+def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, threshold, calls_per_mbp, track_format,
+            contigs, circular, min_distance, adapt_steps, adapt_lr, batch_size, device, compile_model) -> None:
     """Predict promoters with a trained model."""
     import logging
     import time
@@ -47,14 +52,18 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, t
 
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
+    if threshold is not None and calls_per_mbp is not None:
+        raise click.UsageError("give --threshold or --calls-per-mbp, not both")
     # under torchrun the genome's windows are shared out over the processes; adaptation trains float32 weights and
     # casts them for inference afterwards (genolin.adapt)
     check_adapt(adapt_steps, adapt_lr)
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
                    shift_views=shift_average, window_bp=window_bp, bf16_weights=False if adapt_steps else None)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
-    options = PredictOptions(rc_average=run.rc_average(rc_average), threshold=run.decision_threshold(threshold),
-                             min_distance_bp=min_distance, track_format=track_format,
+    density = run.call_density(calls_per_mbp, threshold is not None)
+    options = PredictOptions(rc_average=run.rc_average(rc_average),
+                             threshold=run.decision_threshold(threshold) if density is None else 0.0,
+                             min_distance_bp=min_distance, calls_per_mbp=density, track_format=track_format,
                              contigs=tuple(contigs))
     t0 = time.perf_counter()
     try:

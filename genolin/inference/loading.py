@@ -52,6 +52,28 @@ class Run:
         log.info("decision threshold %.4g (%s)", value, source)
         return value
 
+    def call_density(self, given: float | None, threshold_given: bool) -> float | None:
+        """Calls per Mbp for a track model's promoter calls, or None to call above the decision threshold:
+        ``given`` (--calls-per-mbp); else None when a --threshold was given; else the TSS density of the training
+        genomes (TSSs 100 bp apart per Mbp) that the run kept; None for runs from before it was kept. A threshold
+        chosen on the training genomes' validation did not transfer to new genomes (docs/benchmarks.md: no calls
+        at all on one held-out genome, 848 per Mbp on another); a density does not depend on calibration."""
+        if not self.task.has_track:
+            if given is not None:
+                raise InputError(None, "--calls-per-mbp is for track models (promoter calls on genomes)")
+            return None
+        if given is not None:
+            value, source = given, "given"
+        elif threshold_given:
+            return None
+        elif getattr(self.task, "tss_per_mbp", None):
+            value, source = self.task.tss_per_mbp, "the training genomes' TSSs, 100 bp apart"
+        else:
+            return None
+        log.info("calls: the %.4g per Mbp most probable local maxima of each contig (%s; --threshold calls above a "
+                 "probability instead)", value, source)
+        return value
+
     def rc_average(self, given: bool | None) -> bool:
         """``given`` (--rc-average / --no-rc-average), else on for a sequence classifier that trained with reverse
         complements (rc_prob > 0: the small and base presets), off otherwise (a track model's genome prediction

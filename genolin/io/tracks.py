@@ -2,7 +2,7 @@
 (per-bin values, bedGraph or bigWig) and OUT.peaks.bed (BED6 promoter calls).
 
     track_paths(prefix, track_format) -> [OUT.plus.<suffix>, OUT.minus.<suffix>]
-    track_outputs(lengths, prefix, track_format, threshold, stride, strands=, peaks=, folder=) -> (writers, calls)
+    track_outputs(lengths, prefix, track_format, rule, stride, strands=, peaks=, folder=) -> (writers, calls)
 
 Every file is written under a temporary name and renamed when the block succeeds.
 """
@@ -39,13 +39,14 @@ class CallsBed:
 
 
 @contextlib.contextmanager
-def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, threshold: float, stride: int, *,
+def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, rule: str, stride: int, *,
                   strands: tuple[int, ...] = (0, 1), peaks: bool = True, folder: Path | None = None):
     """(a writer per strand of ``strands`` (0: +, 1: -), ``CallsBed`` of OUT.peaks.bed or None without ``peaks``),
     each file written under a temporary name and renamed when the block succeeds. ``lengths``: the contigs, in
-    order; ``folder``: the strands written there (a torchrun rank's share) instead of beside ``prefix``, the names
-    and the track lines still ``prefix``'s. bedGraph lines are formatted by a process pool on machines with cores
-    to spare (``format_workers``)."""
+    order; ``rule``: how the calls were made, for the BED's track line ("threshold 0.2", "500 per Mbp"); ``folder``:
+    the strands written there (a torchrun rank's share) instead of beside ``prefix``, the names and the track lines
+    still ``prefix``'s. bedGraph lines are formatted by a process pool on machines with cores to spare
+    (``format_workers``)."""
     from genolin.io.atomic import atomic_open
     from genolin.io.bedgraph import BedGraphWriter, format_pool
     from genolin.io.bigwig import BackgroundBigWigWriter
@@ -56,7 +57,7 @@ def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, thres
         calls = None
         if peaks:  # entered first, so it is renamed last: a track writer that fails as it closes takes it down too
             fb = stack.enter_context(atomic_open(prefix + ".peaks.bed"))
-            fb.write(f'track name="{name} promoters" description="genolin calls, threshold {threshold}" '
+            fb.write(f'track name="{name} promoters" description="genolin calls, {rule}" '
                      f'useScore=1\n')
             calls = CallsBed(fb, stride)
         if track_format == "bigwig":

@@ -68,6 +68,8 @@ class PredictOptions:
     rc_average: bool = False
     threshold: float = 0.5  # decision threshold: track calls; the last class of a two-class classifier
     min_distance_bp: int = 100  # track: calls on one strand at least this far apart
+    # track: call the calls_per_mbp x (Mbp predicted) most probable local maxima instead of those above threshold
+    calls_per_mbp: float | None = None
     track_format: str = "bedgraph"  # track: per-strand values as bedgraph or bigwig
     contigs: tuple[str, ...] = ()  # track: only these contigs (in the FASTA's order); () = all
     progress: bool | None = None
@@ -167,7 +169,8 @@ class Task(ABC):
 
     @abstractmethod
     def evaluate(self, predictor, eval_set, *, rc_average: bool = False, threshold: float | None = None,
-                 min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, object]:
+                 min_distance_bp: int = 100, calls_per_mbp: float | None = None, progress: bool | None = None
+                 ) -> tuple[dict, object]:
         """(metrics with "score", the number validation maximises; what ``curves`` plots) of the model behind
         ``predictor`` on ``eval_set``: the one scoring path of validation and ``genolin evaluate``."""
 

@@ -339,7 +339,8 @@ class SequenceTask(Task):
         return self._data(fasta, csv, inputs.labels, classes=self.classes, min_classes=1)
 
     def evaluate(self, predictor, eval_set: SequenceData, *, rc_average: bool = False, threshold: float | None = None,
-                 min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, tuple]:
+                 min_distance_bp: int = 100, calls_per_mbp: float | None = None, progress: bool | None = None
+                 ) -> tuple[dict, tuple]:
         """Classification metrics (decisions by argmax, or for two classes at ``threshold``; "score" = MCC; for two
         classes "best_threshold", the max-MCC threshold on these data) and (labels (n,), probabilities (n, C))."""
         y, p = eval_set.dataset.labels, predictor.sequence_probs(eval_set, rc_average=rc_average)

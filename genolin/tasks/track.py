@@ -57,7 +57,7 @@ from genolin.errors import InputError
 from genolin.io.bed import Interval
 from genolin.io.fasta import Genome
 from genolin.io.tracks import STRANDS, TRACK_FORMATS, CallsBed, track_outputs, track_paths
-from genolin.peaks import PeakCaller, StrandedPeaks
+from genolin.peaks import DensityCut, PeakCaller, StrandedPeaks, resolvable_density
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import binary_metrics, max_f1_threshold
 from genolin.tokenize import kmer_ids, reverse_complement, substitute
@@ -361,6 +361,7 @@ class GenomeScores:
     tss: dict  # (contig, strand) -> sorted TSS positions inside the scored regions
     bp: int  # bases scored
     circles: dict = dataclasses.field(default_factory=dict)  # (contig, strand) -> length, for whole circles
+    call_threshold: float = 0.5  # the calls' probability threshold: the one given, or a call density's cut
 
 
 def auto_pos_weight(rate: float, cap: float = 1000.0) -> float:
@@ -380,6 +381,7 @@ def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> d
 
 
 CALL_DISTANCES_BP = (20, 100)
+CALL_DISTANCE_BP = 100  # predict's and evaluate's default --min-distance: the resolution of a call density
 
 
 def _near(a: np.ndarray, b: np.ndarray, d: int, circle: int | None = None) -> np.ndarray:
@@ -394,16 +396,19 @@ def _near(a: np.ndarray, b: np.ndarray, d: int, circle: int | None = None) -> np
     return nearest <= d
 
 
-def call_metrics(calls: dict, tss: dict, bp: int, threshold: float, circles: dict | None = None) -> dict:
+def call_metrics(calls: dict, tss: dict, bp: int, threshold: float | None, circles: dict | None = None,
+                 density: float | None = None) -> dict:
     """Promoter calls against annotated TSSs of the same strand: precision (calls with a TSS within d bp) and
-    recall (TSSs with a call within d bp) for d in CALL_DISTANCES_BP, and calls per Mbp. ``circles``: key ->
-    length for the keys of whole circular contigs, whose distances run around the origin too."""
+    recall (TSSs with a call within d bp) for d in CALL_DISTANCES_BP, and calls per Mbp. ``threshold``: the calls'
+    probability cut (None: one per genome); ``density``: the calls per Mbp asked for, when a density chose them.
+    ``circles``: key -> length for the keys of whole circular contigs, whose distances run around the origin too."""
     circles = circles or {}
     keys = set(calls) | set(tss)
     empty = np.zeros(0, dtype=np.int64)
     n_calls = sum(len(v) for v in calls.values())
     n_tss = sum(len(v) for v in tss.values())
-    out = {"threshold": threshold, "calls": n_calls, "tss": n_tss, "calls_per_mbp": n_calls / max(bp, 1) * 1e6}
+    out = {"threshold": threshold, "density": density, "calls": n_calls, "tss": n_tss,
+           "calls_per_mbp": n_calls / max(bp, 1) * 1e6}
     for d in CALL_DISTANCES_BP:
         hit_calls = sum(int(_near(calls.get(k, empty), tss.get(k, empty), d, circles.get(k)).sum()) for k in keys)
         hit_tss = sum(int(_near(tss.get(k, empty), calls.get(k, empty), d, circles.get(k)).sum()) for k in keys)
@@ -413,22 +418,25 @@ def call_metrics(calls: dict, tss: dict, bp: int, threshold: float, circles: dic
 
 
 def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: int, threshold: float,
-                  min_distance_bp: int, rc_average: bool = False, progress: bool | None = None
-                  ) -> dict[str, GenomeScores]:
+                  min_distance_bp: int, rc_average: bool = False, calls_per_mbp: float | None = None,
+                  progress: bool | None = None) -> dict[str, GenomeScores]:
     """Every region streamed through the model; per genome (in order): evaluation bins of ``bin_bp`` (target: a TSS
     of the strand inside, score: the highest model-bin probability overlapping it), and promoter calls
-    (PeakCaller at ``threshold``, ``min_distance_bp`` apart) with the TSSs they are matched against."""
+    (PeakCaller at ``threshold``, ``min_distance_bp`` apart; with ``calls_per_mbp``, instead the calls_per_mbp x
+    (Mbp of the region) most probable of each region's local maxima, as predict calls each contig) with the TSSs
+    they are matched against."""
     stride = data.stride
     parts: dict[str, dict] = {name: {"y": [], "p": [], "calls": {}, "tss": {}, "bp": 0, "circles": {}} for name in
                               dict.fromkeys(data.genome_of(c) for c, _, _ in regions)}
     for contig, a, b in regions:
         part = parts[data.genome_of(contig)]
+        cut = DensityCut.of(calls_per_mbp, b - a) if calls_per_mbp is not None else None
         e0, e1 = a // bin_bp, -(-b // bin_bp)
         y = np.zeros((e1 - e0, 2), dtype=np.int8)
         p = np.zeros((e1 - e0, 2), dtype=np.float32)
-        callers = [PeakCaller(threshold, min_distance_bp // stride, a // stride,
+        callers = [PeakCaller(threshold if cut is None else cut.floor, min_distance_bp // stride, a // stride,
                               circle=-(-b // stride) if data.wraps((contig, a, b)) else None) for _ in range(2)]
-        found: list[list[int]] = [[], []]
+        found: list[tuple[int, float, str]] = []
         end_bin = -(-b // stride)
         for _, first, probs in predictor.region_probs(data, [(contig, a, b)], rc_average=rc_average,
                                                       progress=progress):
@@ -438,20 +446,43 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
             for idx in (lo, hi):  # a model bin overlaps one evaluation bin or two
                 np.maximum.at(p, idx, probs)
             for strand in range(2):
-                peaks = callers[strand].feed(first, probs[:, strand], final=first + len(probs) == end_bin)
-                found[strand] += [bin_ * stride + stride // 2 for bin_, _ in peaks]
+                if cut is not None:  # a bin below the k-th best so far can never be among the k
+                    callers[strand].threshold = cut.floor
+                new = [(bin_, q, "+-"[strand]) for bin_, q in
+                       callers[strand].feed(first, probs[:, strand], final=first + len(probs) == end_bin)]
+                if cut is not None:
+                    cut.add(new)
+                else:
+                    found += new
+        if cut is not None:
+            found = cut.selected()
+            part["cuts"] = part.get("cuts", []) + [cut.floor]
         for strand, positions in enumerate(data.tss[contig]):
             inside = positions[(positions >= a) & (positions < b)]
             y[inside // bin_bp - e0, strand] = 1
             part["tss"][(contig, strand)] = inside
-            part["calls"][(contig, strand)] = np.array(sorted(found[strand]), dtype=np.int64)
+            part["calls"][(contig, strand)] = _positions(found, "+-"[strand], stride)
             if data.wraps((contig, a, b)):
                 part["circles"][(contig, strand)] = b
         part["y"].append(y)
         part["p"].append(p)
         part["bp"] += b - a
+    # a density's cut differs by region: the lowest (the probability every call reaches)
     return {name: GenomeScores(np.concatenate(v["y"]), np.concatenate(v["p"]), v["calls"], v["tss"], v["bp"],
-                               v["circles"]) for name, v in parts.items()}
+                               v["circles"], min(v["cuts"]) if "cuts" in v else threshold)
+            for name, v in parts.items()}
+
+
+def call_rule(options: PredictOptions) -> str:
+    """How predict calls promoters, for the BED's track line: "threshold T" or "N per Mbp"."""
+    if options.calls_per_mbp is None:
+        return f"threshold {options.threshold}"
+    return f"the {options.calls_per_mbp:.4g} per Mbp most probable local maxima of each contig"
+
+
+def _positions(calls: list[tuple[int, float, str]], strand: str, stride: int) -> np.ndarray:
+    """Sorted bp positions (bin centres) of the calls of one strand."""
+    return np.array(sorted(b * stride + stride // 2 for b, _, s in calls if s == strand), dtype=np.int64)
 
 
 def cell(v, fmt: str = ".4f") -> str:
@@ -503,11 +534,14 @@ class TrackTask(Task):
         # [contig, length] per contig training or validation read as circular: evaluate and predict read a contig
         # of the same name and length as circular too
         self.circular_contigs: list | None = (state or {}).get("circular_contigs")
+        # TSSs per Mbp of the training genomes that calls 100 bp apart could tell apart: predict's and evaluate's
+        # default call density (None: a run from before it was kept, which calls above its threshold)
+        self.tss_per_mbp: float | None = (state or {}).get("tss_per_mbp")
         self.train_regions: list[Region] = []
 
     def state(self) -> dict:
         return {"classes": list(self.strands), "pos_weight": self.pos_weight, "train_contigs": self.train_contigs,
-                "circular_contigs": self.circular_contigs}
+                "circular_contigs": self.circular_contigs, "tss_per_mbp": self.tss_per_mbp}
 
     def scoring_data(self, fastas: list[str], tss_paths: list[str], circular: list[str] | tuple[str, ...]
                      ) -> TrackData:
@@ -549,14 +583,17 @@ class TrackTask(Task):
                                         for c in d.circular})
         rate = self.train.positive_rate(self.train_regions)
         self.pos_weight = cfg.pos_weight if cfg.pos_weight is not None else auto_pos_weight(rate)
+        self.tss_per_mbp = resolvable_density([pos for pair in self.train.tss.values() for pos in pair],
+                                              sum(self.train.lengths.values()), CALL_DISTANCE_BP)
         self._loss_weight = torch.tensor([self.pos_weight, self.pos_weight])
         val = self.val_set.data
         val_bp = {g: 0 for g in val.genome_names}
         for contig, a, b in self.val_set.regions:
             val_bp[val.genome_of(contig)] += b - a
-        log.info("track: %d genome(s) (%s), %d training region(s), positive rate %.5f, pos_weight %.1f; validation: "
-                 "%s", len(self.train.genomes), ", ".join(self.train.genome_names), len(self.train_regions), rate,
-                 self.pos_weight, ", ".join(f"{g} {n:,} bp" for g, n in val_bp.items()))
+        log.info("track: %d genome(s) (%s), %d training region(s), positive rate %.5f, pos_weight %.1f, %.0f TSSs "
+                 "per Mbp %d bp apart; validation: %s", len(self.train.genomes), ", ".join(self.train.genome_names),
+                 len(self.train_regions), rate, self.pos_weight, self.tss_per_mbp, CALL_DISTANCE_BP,
+                 ", ".join(f"{g} {n:,} bp" for g, n in val_bp.items()))
 
     def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[Window]]:
         bs = self.cfg.batch_size
@@ -607,25 +644,29 @@ class TrackTask(Task):
         return GenomeRegions(data, regions, scope_note(self.train_contigs, data, trained, regions, held_out))
 
     def evaluate(self, predictor, eval_set: GenomeRegions, *, rc_average: bool = False, threshold: float | None = None,
-                 min_distance_bp: int = 100, progress: bool | None = None) -> tuple[dict, dict]:
-        """Metrics per genome and over all genomes (bins of ``eval_bin_bp``; MCC/F1 and calls at ``threshold``,
-        0.5 if None); "score" is the mean over genomes of their pooled AUPRC; "best_threshold" the max-F1
-        threshold on the pooled bins. The second value maps genome -> GenomeScores."""
+                 min_distance_bp: int = 100, calls_per_mbp: float | None = None, progress: bool | None = None
+                 ) -> tuple[dict, dict]:
+        """Metrics per genome and over all genomes (bins of ``eval_bin_bp``; MCC/F1 at ``threshold``, 0.5 if None;
+        calls at that threshold, or with ``calls_per_mbp`` the genome's most probable local maxima at that density);
+        "score" is the mean over genomes of their pooled AUPRC; "best_threshold" the max-F1 threshold on the pooled
+        bins. The second value maps genome -> GenomeScores."""
         threshold = 0.5 if threshold is None else threshold
         scores = score_regions(predictor, eval_set.data, eval_set.regions, bin_bp=self.cfg.eval_bin_bp,
                                threshold=threshold, min_distance_bp=min_distance_bp, rc_average=rc_average,
-                               progress=progress)
+                               calls_per_mbp=calls_per_mbp, progress=progress)
         genomes = {}
         for name, g in scores.items():
             genomes[name] = {**track_metrics(g.y, g.p, threshold),
-                             "calls": call_metrics(g.calls, g.tss, g.bp, threshold, g.circles), "bp": g.bp}
+                             "calls": call_metrics(g.calls, g.tss, g.bp, g.call_threshold, g.circles,
+                                                   calls_per_mbp), "bp": g.bp}
         y = np.concatenate([g.y for g in scores.values()])
         p = np.concatenate([g.p for g in scores.values()])
         calls = {(name, *k): v for name, g in scores.items() for k, v in g.calls.items()}
         tss = {(name, *k): v for name, g in scores.items() for k, v in g.tss.items()}
         circles = {(name, *k): v for name, g in scores.items() for k, v in g.circles.items()}
-        metrics = {**track_metrics(y, p, threshold), "calls": call_metrics(calls, tss, sum(g.bp for g in
-                   scores.values()), threshold, circles), "bin_bp": self.cfg.eval_bin_bp, "genomes": genomes}
+        metrics = {**track_metrics(y, p, threshold), "calls": call_metrics(
+                       calls, tss, sum(g.bp for g in scores.values()), threshold if calls_per_mbp is None else None,
+                       circles, calls_per_mbp), "bin_bp": self.cfg.eval_bin_bp, "genomes": genomes}
         metrics["score"] = float(np.mean([m["pooled"].get("auprc", 0.0) for m in genomes.values()]))
         metrics["best_threshold"] = max_f1_threshold(y, p)
         if eval_set.note:
@@ -638,9 +679,12 @@ class TrackTask(Task):
         return {name: (g.y.reshape(-1), g.p.reshape(-1)) for name, g in scores.items()}
 
     def report_lines(self, metrics: dict) -> list[str]:
+        c = metrics["calls"]
+        rule = (f"at threshold {c['threshold']}" if c.get("density") is None else
+                f"the {c['density']:.4g} per Mbp most probable local maxima of each contig")
         lines = [f"Bins of {metrics['bin_bp']} bp per strand (a bin is positive when a TSS of its strand is in it; "
-                 f"its score is the highest probability inside); calls at threshold {metrics['calls']['threshold']}, "
-                 f"matched to TSSs of their strand within 20 and 100 bp."
+                 f"its score is the highest probability inside); calls {rule}, matched to TSSs of their strand within "
+                 f"20 and 100 bp."
                  + (f" Note: {metrics['training_overlap']}." if metrics.get("training_overlap") else ""), "",
                  "| genome | strand | bins | positive rate | AUROC | AUPRC | AUPRC / rate | MCC | F1 | calls / Mbp | "
                  "precision 20 / 100 bp | recall 20 / 100 bp |",
@@ -700,7 +744,7 @@ class TrackTask(Task):
         if predictor.dist.world > 1:
             return self._predict_shares(predictor, data, regions, str(out), options)
         paths = track_paths(str(out), options.track_format)
-        with track_outputs(data.lengths, str(out), options.track_format, options.threshold, self.cfg.stride) as (
+        with track_outputs(data.lengths, str(out), options.track_format, call_rule(options), self.cfg.stride) as (
                 writers, calls):
             pieces = predictor.region_probs(data, regions, rc_average=options.rc_average, progress=options.progress,
                                             ahead=True)
@@ -711,12 +755,13 @@ class TrackTask(Task):
     def _write(self, pieces, data: TrackData, writers, strands: tuple[int, ...], calls: CallsBed | None,
                options: PredictOptions) -> int:
         """Each piece (contig, first bin, probs (n, 2)) into ``writers`` (one per strand of ``strands``); with
-        ``calls``, the promoters of both strands are called and each contig's written at its end. Returns the bins
+        ``calls``, the promoters of both strands are called and each contig's written at its end (with
+        ``options.calls_per_mbp``: the contig's calls_per_mbp x Mbp most probable local maxima). Returns the bins
         predicted."""
         stride = self.cfg.stride
         circles = {c: -(-data.lengths[c] // stride) for c in data.circular}  # predict covers whole contigs
-        peaks = (StrandedPeaks(options.threshold, options.min_distance_bp // stride, circles) if calls is not None
-                 else None)
+        peaks = (StrandedPeaks(options.threshold, options.min_distance_bp // stride, circles,
+                               density=options.calls_per_mbp, lengths=data.lengths) if calls is not None else None)
         n_bins = 0
         for contig, first, probs in pieces:
             length = data.lengths[contig]
@@ -744,7 +789,7 @@ class TrackTask(Task):
         def write(share: int | None, folder: Path | None) -> str:
             strands = () if share is None else shares[share]
             quiet = options if share == 0 else dataclasses.replace(options, progress=False)
-            with track_outputs(data.lengths, prefix, options.track_format, options.threshold, self.cfg.stride,
+            with track_outputs(data.lengths, prefix, options.track_format, call_rule(options), self.cfg.stride,
                                strands=strands, peaks=share == 0, folder=folder) as (writers, calls):
                 pieces = predictor.region_probs(data, regions, rc_average=options.rc_average,
                                                 progress=quiet.progress, ahead=True, everywhere=True)

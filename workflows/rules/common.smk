@@ -195,11 +195,15 @@ def evaluate_args(wildcards, input):
 
 
 def predict_args(wildcards):
-    """Options of genolin predict; without a threshold each model uses the one it chose on validation."""
+    """Options of genolin predict; without a threshold or a density each model calls at its training genomes'
+    TSS density."""
     o = config["predict_options"]
+    if o.get("threshold") is not None and o.get("calls_per_mbp") is not None:
+        raise WorkflowError("predict_options: give threshold or calls_per_mbp, not both")
     rc = "--rc-average" if o["rc_average"] else "--no-rc-average"
     threshold = "" if o.get("threshold") is None else f"--threshold {o['threshold']} "
-    return f"{threshold}--min-distance {o['min_distance']} {rc} {circular_arg([wildcards.genome])}".strip()
+    density = "" if o.get("calls_per_mbp") is None else f"--calls-per-mbp {o['calls_per_mbp']} "
+    return f"{threshold}{density}--min-distance {o['min_distance']} {rc} {circular_arg([wildcards.genome])}".strip()
 
 
 SCATTER = bool(config["predict_options"].get("scatter", False))
