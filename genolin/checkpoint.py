@@ -116,7 +116,8 @@ def _check_encoder(train: TrainConfig, task: str, state: dict) -> None:
 
 
 def _check_task_state(state: dict) -> None:
-    """ValueError unless classes are names, pos_weight / max_train_bp positive numbers (or absent / null),
+    """ValueError unless classes are names, pos_weight / max_train_bp positive numbers and tss_per_mbp a finite
+    number >= 0 (or absent / null),
     train_contigs [name, length, bp trained from its start] triples and circular_contigs [name, length] pairs (each
     or absent / null)."""
     classes = state.get("classes", [])
@@ -126,6 +127,10 @@ def _check_task_state(state: dict) -> None:
         value = state.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
             raise ValueError(f"{key} is {value!r}")
+    density = state.get("tss_per_mbp")  # 0: training genomes without TSSs
+    if density is not None and (isinstance(density, bool) or not isinstance(density, int | float)
+                                or not 0 <= density < float("inf")):
+        raise ValueError(f"tss_per_mbp is {density!r}")
     contigs = state.get("train_contigs") or []
     if not isinstance(contigs, list) or not all(_contig_triple(c) for c in contigs):
         raise ValueError(f"train_contigs is {contigs!r:.200}")

@@ -3,13 +3,15 @@
     PeakCaller(threshold, distance_bins, circle=).feed(first_bin, probs, final=) -> [(bin, p)] called on one strand
     StrandedPeaks(threshold, distance_bins, circles).feed(contig, first_bin, probs (n, 2), final=) -> a contig's
         calls on both strands, [(bin, p, "+" or "-")] sorted, at its last piece
-    DensityCut.of(per_mbp, bp).add(calls); .selected() -> the most probable calls of a contig at that density
+    DensityCut(k).add(calls); .selected() -> the k most probable calls of a contig
+    density_quotas(sizes, per_mbp) -> calls per contig at a density, the running total rounded
     resolvable_density(positions_by_strand, bp, min_distance_bp) -> TSSs per Mbp that calls could tell apart
 
-A bin is called when its probability is at least the threshold and the highest within ``distance_bins`` bins on
-its strand (of equal neighbours the leftmost). On a circular contig of n bins (``circle``) the bins within
-``distance_bins`` of the origin count those across it as neighbours: bin 0 follows bin n - 1. ``genolin predict``
-writes the calls (OUT.peaks.bed); the track task's scoring matches them to annotated TSSs.
+A bin is called when its probability is at least the threshold and the highest within ``distance_bins`` bins on its
+strand (of equal neighbours the leftmost); at a density instead, a contig's most probable such local maxima. On a
+circular contig of n bins (``circle``) the bins within ``distance_bins`` of the origin count those across it as
+neighbours: bin 0 follows bin n - 1. ``genolin predict`` writes the calls (OUT.peaks.bed); the track task's scoring
+matches them to annotated TSSs.
 """
 
 from __future__ import annotations
@@ -121,14 +123,16 @@ class StrandedPeaks:
     """Calls on both strands of pieces (contig, first bin, probs (n, 2)) that come in genome order, each contig's
     from its first bin: one ``PeakCaller`` per strand, started anew at each contig. ``circles``: contig -> bins of
     the circular contigs (their whole circle comes, from bin 0). ``density`` (calls per Mbp, with ``lengths``:
-    contig -> bp): instead of those above the threshold, each contig's most probable local maxima at that density
-    (``DensityCut``)."""
+    contig -> bp of every contig, in order): instead of those above the threshold, each contig's most probable
+    local maxima, as many as its ``density_quotas`` share (``DensityCut``)."""
 
     def __init__(self, threshold: float, distance_bins: int, circles: dict[str, int] | None = None, *,
                  density: float | None = None, lengths: dict[str, int] | None = None):
         self.callers = [PeakCaller(threshold, distance_bins) for _ in range(2)]
         self.circles = circles or {}
-        self.density, self.lengths = density, lengths or {}
+        # each contig's number of calls, over the contigs in order (all of lengths, whichever are fed)
+        self.quota = (dict(zip(lengths, density_quotas(lengths.values(), density), strict=True))
+                      if density is not None else {})
         self.contig: str | None = None
         self.calls: list[tuple[int, float, str]] = []
         self.cut: DensityCut | None = None
@@ -138,7 +142,7 @@ class StrandedPeaks:
         """The contig's calls [(bin, p, "+" or "-")] sorted when this is its last piece (``final``), else None."""
         if contig != self.contig:
             self.contig, self.calls = contig, []
-            self.cut = DensityCut.of(self.density, self.lengths[contig]) if self.density is not None else None
+            self.cut = DensityCut(self.quota[contig]) if self.quota else None
             for caller in self.callers:
                 caller.reset(0, self.circles.get(contig))
         for strand, caller in enumerate(self.callers):
@@ -166,11 +170,6 @@ class DensityCut:
         self.calls: list[tuple[int, float, str]] = []
         self.floor = 0.0 if self.k else float("inf")
 
-    @classmethod
-    def of(cls, per_mbp: float, bp: int) -> DensityCut:
-        """The cut of ``per_mbp`` calls per Mbp over ``bp`` bases, rounded to the nearest count."""
-        return cls(int(per_mbp * bp / 1e6 + 0.5))
-
     def add(self, calls: list[tuple[int, float, str]]) -> None:
         """More calls [(bin, p, "+" or "-")], any order."""
         self.calls += [c for c in calls if c[1] >= self.floor]
@@ -185,6 +184,19 @@ class DensityCut:
         return sorted(c for c in self.calls if c[1] >= self.floor)
 
 
+def density_quotas(sizes, per_mbp: float) -> list[int]:
+    """Calls for each stretch of ``sizes`` bp, in order, at ``per_mbp`` per Mbp: the running total rounded, so the
+    counts add up to the whole's and short contigs share in proportion (at 500 per Mbp a 900-bp contig gets 0 or 1
+    call by where it falls, not 0 every time)."""
+    out, done, total_bp = [], 0, 0
+    for n in sizes:
+        total_bp += n
+        total = int(total_bp * per_mbp / 1e6 + 0.5)
+        out.append(total - done)
+        done = total
+    return out
+
+
 def resolvable_density(positions: list[np.ndarray], bp: int, min_distance_bp: int) -> float:
     """TSSs per Mbp that calls ``min_distance_bp`` apart could tell apart: along each strand's sorted positions (one
     array per contig and strand), a TSS counts if it lies more than ``min_distance_bp`` after the last one counted."""
@@ -197,4 +209,5 @@ def resolvable_density(positions: list[np.ndarray], bp: int, min_distance_bp: in
     return n / max(bp, 1) * 1e6
 
 
-__all__ = ["DensityCut", "PeakCaller", "StrandedPeaks", "resolvable_density", "small_circle_calls", "window_max"]
+__all__ = ["DensityCut", "PeakCaller", "StrandedPeaks", "density_quotas", "resolvable_density", "small_circle_calls",
+           "window_max"]

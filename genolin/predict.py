@@ -7,7 +7,9 @@ The run's task writes its outputs (``genolin.tasks``), the model runs through ``
   (``SequenceTask.predict``);
 - track model: OUT is a prefix for OUT.plus.bedGraph and OUT.minus.bedGraph (per-bin promoter probability,
   calibrated to the training positive rate, covering every contig) and OUT.peaks.bed (BED6 calls: local maxima at
-  or above the threshold, at least min_distance bp apart on a strand) (``TrackTask.predict``). Genomes stream
+  least min_distance bp apart on a strand, each contig's most probable ones at ``options.calls_per_mbp``, else those
+  at or above ``options.threshold``; the CLI's default is the run's training TSS density, ``Run.call_density``)
+  (``TrackTask.predict``). Genomes stream
   through overlapping windows, so memory does not grow with the genome; the windows of a circular contig
   (``inputs.circular``, or its FASTA header) run on across its origin.
 Every output is written under a temporary name and renamed when complete. With ``adapt_options`` (``--adapt-steps

@@ -56,7 +56,9 @@ class ModelSelection:
         self.model.eval()
         try:
             with self.average.held(self.state["step"]):
-                return self.task.evaluate(self.predictor, self.task.val_set, progress=False)[0]
+                # track calls as predict makes them: at the training genomes' TSS density
+                return self.task.evaluate(self.predictor, self.task.val_set, progress=False,
+                                          calls_per_mbp=getattr(self.task, "tss_per_mbp", None))[0]
         finally:
             self.model.train()
 

@@ -103,10 +103,10 @@ def test_calls_at_a_density_are_each_regions_most_probable_local_maxima(density)
 
 
 def test_density_cut_keeps_the_k_most_probable_within_bounded_memory():
-    from genolin.peaks import DensityCut, resolvable_density
+    from genolin.peaks import DensityCut, density_quotas, resolvable_density
 
     rng = np.random.default_rng(0)
-    cut, everything = DensityCut.of(50, 10**6), []
+    cut, everything = DensityCut(50), []
     for _ in range(40):
         calls = [(int(b), float(p), "+-"[int(s)]) for b, p, s in zip(rng.integers(0, 10**6, 30), rng.random(30),
                                                                         rng.integers(0, 2, 30), strict=True)]
@@ -115,10 +115,14 @@ def test_density_cut_keeps_the_k_most_probable_within_bounded_memory():
         assert len(cut.calls) <= 2 * 50 + 30
         assert cut.floor <= sorted(p for _, p, _ in everything)[-min(50, len(everything))]
     assert cut.selected() == sorted(sorted(everything, key=lambda c: c[1])[-50:])
-    assert DensityCut.of(400, 1_000).selected() == [] and DensityCut.of(400, 1_300).k == 1  # rounded to the nearest
-    none = DensityCut.of(100, 1_000)
+    none = DensityCut(0)
     none.add([(1, 0.9, "+")])
-    assert none.selected() == []
+    assert none.selected() == [] and none.floor == float("inf")
+    # per contig: the running total rounded, so short contigs share and the counts add up
+    assert density_quotas([900, 900, 900], 500) == [0, 1, 0]
+    assert density_quotas([60_000, 9_000, 1_001], 200) == [12, 2, 0]
+    sizes = rng.integers(1, 50_000, 200).tolist()
+    assert sum(density_quotas(sizes, 333)) == int(sum(sizes) * 333 / 1e6 + 0.5)
     # TSSs more than 100 bp apart on one strand count once each: 0, 150, 300 of 0, 50, 150, 200, 300
     assert resolvable_density([np.array([0, 50, 150, 200, 300]), np.array([10])], 2_000_000, 100) == 2.0
 

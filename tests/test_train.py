@@ -162,10 +162,10 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     dense = [line.split("\t") for line in (tmp_path / "dens.peaks.bed").read_text().splitlines()[1:]]
     assert [f[3] for f in dense] == [f"promoter_{i}" for i in range(1, len(dense) + 1)]
     assert [f[0] for f in dense] == sorted((f[0] for f in dense), key=list(lengths).index)
-    for contig, n in lengths.items():  # each contig's round(200 x Mbp) most probable local maxima: 12, 2 and 0
+    for contig, quota in zip(lengths, [12, 2, 0], strict=True):  # each contig's share of 200 per Mbp
         key = {(f[1], f[5]): int(f[4]) for f in peaks if f[0] == contig}
         chosen = {(f[1], f[5]) for f in dense if f[0] == contig}
-        assert len(chosen) == min(int(200 * n / 1e6 + 0.5), len(key)) and chosen <= set(key)
+        assert len(chosen) == min(quota, len(key)) and chosen <= set(key)
         if chosen:  # BED scores are 1000 p rounded: the chosen ones' are at least every other one's
             assert min(key[c] for c in chosen) >= max((v for c, v in key.items() if c not in chosen), default=0)
     r = run("predict", "--model", out, "--fasta", genome_small / "g.fa", "--out", tmp_path / "both",
@@ -193,7 +193,7 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     assert density == pytest.approx(sum(map(len, kept.values())) / sum(lengths.values()) * 1e6)
     calls = metrics["calls"]
     assert calls["tss"] == len(tss) and calls["density"] == density and calls["threshold"] is None
-    k = sum(int(density * n / 1e6 + 0.5) for n in lengths.values())  # each contig's most probable local maxima
+    k = int(density * sum(lengths.values()) / 1e6 + 0.5)  # the contigs' shares add up to the whole's
     assert 0 < calls["calls"] <= k
     stored = float(load_tensors(out / "best.safetensors")[1]["threshold"])  # chosen on validation
     r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",

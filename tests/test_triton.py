@@ -168,6 +168,10 @@ def test_eager_training_runs_the_ops_kernels_without_their_dispatch():
             results.append([o.detach(), *(x.grad for x in leaves)])
         for a, b in zip(*results, strict=True):
             assert torch.equal(a, b)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    (dq,) = torch.autograd.grad(linear_attention(*leaves, backend="triton").sum(), leaves[0], create_graph=True)
+    with pytest.raises(RuntimeError):  # no second derivative: an error, not a silent zero
+        dq.sum().backward()
 
 
 EAGER_SCRIPT = """

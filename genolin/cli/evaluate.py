@@ -24,9 +24,10 @@ from genolin.cli.options import adapt_options, averaging_options, check_adapt, c
 @averaging_options
 @window_option
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
-              help="Decision probability for MCC, F1 and track calls [default: the run's threshold chosen on "
-                   "validation (tracks: max F1, classifiers: max MCC), else 0.5; classifiers of more than two "
-                   "classes: argmax].")
+              help="Decision probability for MCC and F1 [default: the run's threshold chosen on validation "
+                   "(tracks: max F1, classifiers: max MCC), else 0.5; classifiers of more than two classes: "
+                   "argmax]; given for a track model, its calls are the local maxima at or above it instead of a "
+                   "density.")
 @click.option("--calls-per-mbp", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
               help="Tracks: call the N x Mbp most probable local maxima of each contig (scored part), as predict does "
                    "[default: as predict: the training genomes' TSSs per Mbp that the run kept, else (older runs, "

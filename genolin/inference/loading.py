@@ -40,6 +40,7 @@ class Run:
     predictor: Predictor
     weights: Path  # the weights file loaded
     threshold: float | None = None  # chosen on validation (tracks: max F1, classifiers: max MCC) with these weights
+    tss_per_mbp: float | None = None  # tracks: the training genomes' TSS density (an ensemble: the members' mean)
 
     def decision_threshold(self, given: float | None) -> float:
         """``given`` (a --threshold), else the stored one, else 0.5; logged with where it came from."""
@@ -53,11 +54,12 @@ class Run:
         return value
 
     def call_density(self, given: float | None, threshold_given: bool) -> float | None:
-        """Calls per Mbp for a track model's promoter calls, or None to call above the decision threshold:
-        ``given`` (--calls-per-mbp); else None when a --threshold was given; else the TSS density of the training
-        genomes (TSSs 100 bp apart per Mbp) that the run kept; None for runs from before it was kept. A threshold
-        chosen on the training genomes' validation did not transfer to new genomes (docs/benchmarks.md: no calls
-        at all on one held-out genome, 848 per Mbp on another); a density does not depend on calibration."""
+        """Calls per Mbp for a track model's promoter calls, or None to call above the decision threshold: ``given``
+        (--calls-per-mbp); else None when a --threshold was given; else the TSS density of the training genomes
+        (TSSs 100 bp apart per Mbp) that the run kept (an ensemble: the mean of its members', when every one kept
+        one); None for runs from before it was kept. A threshold chosen on the training genomes' validation did not
+        transfer to new genomes (docs/benchmarks.md: no calls at all on one held-out genome, 848 per Mbp on
+        another); a density does not depend on calibration."""
         if not self.task.has_track:
             if given is not None:
                 raise InputError(None, "--calls-per-mbp is for track models (promoter calls on genomes)")
@@ -66,8 +68,8 @@ class Run:
             value, source = given, "given"
         elif threshold_given:
             return None
-        elif getattr(self.task, "tss_per_mbp", None):
-            value, source = self.task.tss_per_mbp, "the training genomes' TSSs, 100 bp apart"
+        elif self.tss_per_mbp:
+            value, source = self.tss_per_mbp, "the training genomes' TSSs, 100 bp apart"
         else:
             return None
         log.info("calls: the %.4g per Mbp most probable local maxima of each contig (%s; --threshold calls above a "
@@ -209,9 +211,11 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
                           shift_views=shift_views, window_bp=window_bp, cuda_graphs=True, loading=loading)
     thresholds = [float(m[3]["threshold"]) for m in members if "threshold" in m[3]]
     threshold = float(np.mean(thresholds)) if len(thresholds) == len(members) else None
+    densities = [c.task_state.get("tss_per_mbp") for c in configs]
+    density = float(np.mean(densities)) if all(d is not None for d in densities) else None
     if len(members) > 1:
         log.info("an ensemble of %d runs: probabilities averaged", len(members))
     if shift_views:
         log.info("probabilities averaged over each sequence with 0..%d leading bases dropped (the run trained with "
                  "shifts of up to %d; --shift-average 0: off)", shift_views, config.train.max_shift_bp)
-    return Run(config, task, model, predictor, weights, threshold)
+    return Run(config, task, model, predictor, weights, threshold, density)

@@ -684,6 +684,7 @@ class _EagerLinearAttention(torch.autograd.Function):
         return o
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # no double backward: an error, as through the ops, not a zero
     def backward(ctx, do):
         q, k, v, mask, projection, sz, m_k = ctx.saved_tensors
         dq, dk, dv = _backward_kernels(q, k, v, mask, projection, sz, m_k, do, ctx.feature_map, ctx.eps)

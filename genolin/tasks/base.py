@@ -68,7 +68,8 @@ class PredictOptions:
     rc_average: bool = False
     threshold: float = 0.5  # decision threshold: track calls; the last class of a two-class classifier
     min_distance_bp: int = 100  # track: calls on one strand at least this far apart
-    # track: call the calls_per_mbp x (Mbp predicted) most probable local maxima instead of those above threshold
+    # track: each contig's most probable local maxima at this many per Mbp (peaks.density_quotas) instead of those at
+    # or above threshold (the CLI's default: the run's training TSS density, Run.call_density)
     calls_per_mbp: float | None = None
     track_format: str = "bedgraph"  # track: per-strand values as bedgraph or bigwig
     contigs: tuple[str, ...] = ()  # track: only these contigs (in the FASTA's order); () = all

@@ -27,14 +27,15 @@ Scoring: genome regions (``GenomeRegions``) stream through overlapping windows (
 made only of N get probability 0) and are scored per genome and over all genomes, in evaluation bins of
 ``eval_bin_bp`` (default 50 bp) per strand: a bin is positive when a TSS of its strand lies inside it, its score is
 the highest model-bin probability inside it (AUROC, AUPRC with the positive rate, MCC/F1 at a threshold). Promoter
-calls (the peaks of ``genolin predict`` at the threshold) are matched to TSSs of their strand: precision and recall
-within 20 and 100 bp, calls per Mbp. The validation score is the mean over genomes of their pooled AUPRC.
-Validation during training and ``genolin evaluate`` share this one path: the held-out end of each contig
+calls (the peaks of ``genolin predict``: at a call density or a threshold) are matched to TSSs of their strand:
+precision and recall within 20 and 100 bp, calls per Mbp. The validation score is the mean over genomes of their
+pooled AUPRC. Validation during training and ``genolin evaluate`` share this one path: the held-out end of each contig
 (``val_fraction``; ``evaluate --held-out``) or whole genomes (``--val-fasta``; ``evaluate`` on other genomes).
 
 Predictions (``genolin predict``): OUT.plus.bedGraph and OUT.minus.bedGraph (per-bin probability, 0-based
-half-open, sorted, covering every contig, equal rounded runs merged) and OUT.peaks.bed (BED6 calls: a bin whose
-probability is >= threshold and the highest within +- min_distance bp on its strand; score = 1000 p): the files
+half-open, sorted, covering every contig, equal rounded runs merged) and OUT.peaks.bed (BED6 calls: bins whose
+probability is the highest within +- min_distance bp on their strand, each contig's most probable ones at a call
+density, or those >= a threshold; score = 1000 p): the files
 are ``genolin.io.tracks``'s, the calls ``genolin.peaks``'s. Under torchrun the ranks share the batches of windows,
 every rank gets every bin, and rank 0 writes the plus strand, rank 1 the minus strand (``_predict_shares``).
 """
@@ -57,7 +58,7 @@ from genolin.errors import InputError
 from genolin.io.bed import Interval
 from genolin.io.fasta import Genome
 from genolin.io.tracks import STRANDS, TRACK_FORMATS, CallsBed, track_outputs, track_paths
-from genolin.peaks import DensityCut, PeakCaller, StrandedPeaks, resolvable_density
+from genolin.peaks import DensityCut, PeakCaller, StrandedPeaks, density_quotas, resolvable_density
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import binary_metrics, max_f1_threshold
 from genolin.tokenize import kmer_ids, reverse_complement, substitute
@@ -361,7 +362,7 @@ class GenomeScores:
     tss: dict  # (contig, strand) -> sorted TSS positions inside the scored regions
     bp: int  # bases scored
     circles: dict = dataclasses.field(default_factory=dict)  # (contig, strand) -> length, for whole circles
-    call_threshold: float = 0.5  # the calls' probability threshold: the one given, or a call density's cut
+    call_threshold: float | None = 0.5  # the calls' probability threshold: the one given, or a density's lowest cut
 
 
 def auto_pos_weight(rate: float, cap: float = 1000.0) -> float:
@@ -422,15 +423,16 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
                   progress: bool | None = None) -> dict[str, GenomeScores]:
     """Every region streamed through the model; per genome (in order): evaluation bins of ``bin_bp`` (target: a TSS
     of the strand inside, score: the highest model-bin probability overlapping it), and promoter calls
-    (PeakCaller at ``threshold``, ``min_distance_bp`` apart; with ``calls_per_mbp``, instead the calls_per_mbp x
-    (Mbp of the region) most probable of each region's local maxima, as predict calls each contig) with the TSSs
-    they are matched against."""
+    (PeakCaller at ``threshold``, ``min_distance_bp`` apart; with ``calls_per_mbp``, instead each region's most
+    probable local maxima, as many as its ``density_quotas`` share over the regions in order, as predict calls each
+    contig) with the TSSs they are matched against."""
     stride = data.stride
     parts: dict[str, dict] = {name: {"y": [], "p": [], "calls": {}, "tss": {}, "bp": 0, "circles": {}} for name in
                               dict.fromkeys(data.genome_of(c) for c, _, _ in regions)}
-    for contig, a, b in regions:
+    quotas = density_quotas([b - a for _, a, b in regions], calls_per_mbp) if calls_per_mbp is not None else None
+    for i, (contig, a, b) in enumerate(regions):
         part = parts[data.genome_of(contig)]
-        cut = DensityCut.of(calls_per_mbp, b - a) if calls_per_mbp is not None else None
+        cut = DensityCut(quotas[i]) if quotas is not None else None
         e0, e1 = a // bin_bp, -(-b // bin_bp)
         y = np.zeros((e1 - e0, 2), dtype=np.int8)
         p = np.zeros((e1 - e0, 2), dtype=np.float32)
@@ -456,7 +458,8 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
                     found += new
         if cut is not None:
             found = cut.selected()
-            part["cuts"] = part.get("cuts", []) + [cut.floor]
+            if cut.k:  # a region with no calls to make has no cut
+                part["cuts"] = part.get("cuts", []) + [cut.floor]
         for strand, positions in enumerate(data.tss[contig]):
             inside = positions[(positions >= a) & (positions < b)]
             y[inside // bin_bp - e0, strand] = 1
@@ -467,9 +470,9 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
         part["y"].append(y)
         part["p"].append(p)
         part["bp"] += b - a
-    # a density's cut differs by region: the lowest (the probability every call reaches)
+    # a density's cut differs by region: the lowest (the probability every call reaches; None: no calls to make)
     return {name: GenomeScores(np.concatenate(v["y"]), np.concatenate(v["p"]), v["calls"], v["tss"], v["bp"],
-                               v["circles"], min(v["cuts"]) if "cuts" in v else threshold)
+                               v["circles"], threshold if calls_per_mbp is None else min(v.get("cuts", [None])))
             for name, v in parts.items()}
 
 

@@ -188,7 +188,8 @@ def evaluate_args(wildcards, input):
         return f"--csv {shlex.quote(input.test)}"
     scope = "--held-out" if wildcards.target in training_genomes(d) else "--whole-genome"
     circular = circular_arg([wildcards.target])
-    return f"--fasta {shlex.quote(input.fasta)} --tss {shlex.quote(input.tss)} --rc-average {scope} {circular}".strip()
+    return (f"--fasta {shlex.quote(input.fasta)} --tss {shlex.quote(input.tss)} --rc-average {scope} "
+            f"{call_args()} {circular}").strip()
 
 
 # --- prediction ---
@@ -198,12 +199,18 @@ def predict_args(wildcards):
     """Options of genolin predict; without a threshold or a density each model calls at its training genomes'
     TSS density."""
     o = config["predict_options"]
+    rc = "--rc-average" if o["rc_average"] else "--no-rc-average"
+    return f"{call_args()} {rc} {circular_arg([wildcards.genome])}".strip()
+
+
+def call_args():
+    """How predict calls promoters, which evaluate's calls follow too: a threshold or a density, and the distance."""
+    o = config["predict_options"]
     if o.get("threshold") is not None and o.get("calls_per_mbp") is not None:
         raise WorkflowError("predict_options: give threshold or calls_per_mbp, not both")
-    rc = "--rc-average" if o["rc_average"] else "--no-rc-average"
     threshold = "" if o.get("threshold") is None else f"--threshold {o['threshold']} "
     density = "" if o.get("calls_per_mbp") is None else f"--calls-per-mbp {o['calls_per_mbp']} "
-    return f"{threshold}{density}--min-distance {o['min_distance']} {rc} {circular_arg([wildcards.genome])}".strip()
+    return f"{threshold}{density}--min-distance {o['min_distance']}"
 
 
 SCATTER = bool(config["predict_options"].get("scatter", False))
