@@ -160,7 +160,7 @@ class StrandedPeaks:
 
 class DensityCut:
     """A call density instead of a threshold, for one contig (or region): of the calls added, the ``k`` most
-    probable, ties at the k-th probability kept (k = 0: none). ``floor`` (0 until k calls were added; infinite for
+    probable (k = 0: none). ``floor`` (0 until k calls were added; infinite for
     k = 0) is the k-th highest probability so far; it only rises, so the caller may raise its threshold to it as it
     goes (a bin below it can never be among the k), which bounds the memory by about 2k calls however long the
     contig."""
@@ -180,8 +180,10 @@ class DensityCut:
                 self.calls = [c for c in self.calls if c[1] >= self.floor]
 
     def selected(self) -> list[tuple[int, float, str]]:
-        """The k most probable calls (ties kept), sorted."""
-        return sorted(c for c in self.calls if c[1] >= self.floor)
+        """The k most probable calls, sorted; of calls tied at the k-th probability (bf16 inference rounds them
+        coarsely) the first ones along the contig, so there are never more than k."""
+        best = sorted((c for c in self.calls if c[1] >= self.floor), key=lambda c: (-c[1], c[0], c[2]))
+        return sorted(best[:self.k])
 
 
 def density_quotas(sizes, per_mbp: float) -> list[int]:

@@ -115,6 +115,9 @@ def test_density_cut_keeps_the_k_most_probable_within_bounded_memory():
         assert len(cut.calls) <= 2 * 50 + 30
         assert cut.floor <= sorted(p for _, p, _ in everything)[-min(50, len(everything))]
     assert cut.selected() == sorted(sorted(everything, key=lambda c: c[1])[-50:])
+    tied = DensityCut(2)
+    tied.add([(9, 0.5, "+"), (3, 0.5, "-"), (5, 0.5, "+"), (1, 0.2, "+")])
+    assert tied.selected() == [(3, 0.5, "-"), (5, 0.5, "+")]  # ties at the cut: the first along the contig
     none = DensityCut(0)
     none.add([(1, 0.9, "+")])
     assert none.selected() == [] and none.floor == float("inf")
