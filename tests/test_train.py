@@ -168,6 +168,11 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
         assert len(chosen) == min(quota, len(key)) and chosen <= set(key)
         if chosen:  # BED scores are 1000 p rounded: the chosen ones' are at least every other one's
             assert min(key[c] for c in chosen) >= max((v for c, v in key.items() if c not in chosen), default=0)
+    r = run("predict", "--model", out, "--fasta", genome_small / "g.fa", "--out", tmp_path / "one", "--contig", "chrB",
+            "--calls-per-mbp", "200", "--min-distance", "200", "--rc-average")  # a contig alone: its same share
+    assert r.exit_code == 0, r.output
+    alone = [line.split("\t") for line in (tmp_path / "one.peaks.bed").read_text().splitlines()[1:]]
+    assert [f[:3] + f[4:] for f in alone] == [f[:3] + f[4:] for f in dense if f[0] == "chrB"] and len(alone) == 2
     r = run("predict", "--model", out, "--fasta", genome_small / "g.fa", "--out", tmp_path / "both",
             "--calls-per-mbp", "200", "--threshold", "0.5")
     assert r.exit_code == 2 and "not both" in r.output and not list(tmp_path.glob("both*"))
