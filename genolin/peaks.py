@@ -1,8 +1,8 @@
 """Promoter calls: local maxima of a per-bin probability track, streamed.
 
     PeakCaller(threshold, distance_bins, circle=).feed(first_bin, probs, final=) -> [(bin, p)] called on one strand
-    StrandedPeaks(threshold, distance_bins, circles).feed(contig, first_bin, probs (n, 2), final=) -> a contig's
-        calls on both strands, [(bin, p, "+" or "-")] sorted, at its last piece
+    StrandedPeaks(threshold, distance_bins, circles, quotas=).feed(contig, first_bin, probs (n, 2), final=) -> a
+        contig's calls on both strands, [(bin, p, "+" or "-")] sorted, at its last piece
     DensityCut(k).add(calls); .selected() -> the k most probable calls of a contig
     density_quotas(sizes, per_mbp) -> calls per contig at a density, the running total rounded
     resolvable_density(positions_by_strand, bp, min_distance_bp) -> TSSs per Mbp that calls could tell apart
@@ -122,17 +122,15 @@ def small_circle_calls(p: np.ndarray, threshold: float, d: int) -> list[tuple[in
 class StrandedPeaks:
     """Calls on both strands of pieces (contig, first bin, probs (n, 2)) that come in genome order, each contig's
     from its first bin: one ``PeakCaller`` per strand, started anew at each contig. ``circles``: contig -> bins of
-    the circular contigs (their whole circle comes, from bin 0). ``density`` (calls per Mbp, with ``lengths``:
-    contig -> bp of every contig, in order): instead of those above the threshold, each contig's most probable
-    local maxima, as many as its ``density_quotas`` share (``DensityCut``)."""
+    the circular contigs (their whole circle comes, from bin 0). ``quotas`` (contig -> k, from ``density_quotas``):
+    instead of those above the threshold, each contig's k most probable local maxima (``DensityCut``; ``cut``: the
+    current contig's). A contig's stretch may start past its bin 0 (scoring a held-out end): its first piece's."""
 
     def __init__(self, threshold: float, distance_bins: int, circles: dict[str, int] | None = None, *,
-                 density: float | None = None, lengths: dict[str, int] | None = None):
+                 quotas: dict[str, int] | None = None):
         self.callers = [PeakCaller(threshold, distance_bins) for _ in range(2)]
         self.circles = circles or {}
-        # each contig's number of calls, over the contigs in order (all of lengths, whichever are fed)
-        self.quota = (dict(zip(lengths, density_quotas(lengths.values(), density), strict=True))
-                      if density is not None else {})
+        self.quota = quotas
         self.contig: str | None = None
         self.calls: list[tuple[int, float, str]] = []
         self.cut: DensityCut | None = None
@@ -142,9 +140,9 @@ class StrandedPeaks:
         """The contig's calls [(bin, p, "+" or "-")] sorted when this is its last piece (``final``), else None."""
         if contig != self.contig:
             self.contig, self.calls = contig, []
-            self.cut = DensityCut(self.quota[contig]) if self.quota else None
+            self.cut = DensityCut(self.quota[contig]) if self.quota is not None else None
             for caller in self.callers:
-                caller.reset(0, self.circles.get(contig))
+                caller.reset(first_bin, self.circles.get(contig))
         for strand, caller in enumerate(self.callers):
             if self.cut is not None:  # a bin below the k-th best so far can never be among the k
                 caller.threshold = self.cut.floor

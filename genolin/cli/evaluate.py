@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import adapt_options, averaging_options, check_adapt, circular_option, window_option
+from genolin.cli.options import (
+    adapt_options,
+    averaging_options,
+    calls_option,
+    check_adapt,
+    check_calls,
+    circular_option,
+    window_option,
+)
 
 
 @click.command(context_settings={"show_default": True})
@@ -28,10 +36,7 @@ from genolin.cli.options import adapt_options, averaging_options, check_adapt, c
                    "(tracks: max F1, classifiers: max MCC), else 0.5; classifiers of more than two classes: "
                    "argmax]; given for a track model, its calls are the local maxima at or above it instead of a "
                    "density.")
-@click.option("--calls-per-mbp", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
-              help="Tracks: call the N x Mbp most probable local maxima of each contig (scored part), as predict does "
-                   "[default: as predict: the training genomes' TSSs per Mbp that the run kept, else (older runs, "
-                   "or with --threshold) the local maxima at or above the threshold].")
+@calls_option
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Tracks: promoter calls on one strand are at least this many bp apart (as in predict).")
 @click.option("--held-out/--whole-genome", default=None,
@@ -49,8 +54,7 @@ def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shi
     from genolin.evaluate import evaluate as run_evaluation
     from genolin.inference import load_run
 
-    if threshold is not None and calls_per_mbp is not None:
-        raise click.UsageError("give --threshold or --calls-per-mbp, not both")
+    check_calls(threshold, calls_per_mbp)
     if len(model_dirs) > 1 and out is None:
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
     # adaptation trains float32 weights and casts them for inference afterwards (genolin.adapt)

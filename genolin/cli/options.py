@@ -47,6 +47,21 @@ def window_option(command):
              "window].")(command)
 
 
+def calls_option(command):
+    """``--calls-per-mbp N`` (None: the run's training TSS density, or its threshold; ``Run.call_density``)."""
+    return click.option(
+        "--calls-per-mbp", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
+        help="Track: call each contig's N x Mbp most probable local maxima [default: the training genomes' TSSs "
+             "per Mbp, 100 bp apart, as the run kept it; runs from before it was kept: the local maxima at or "
+             "above their threshold chosen on validation (max F1)].")(command)
+
+
+def check_calls(threshold: float | None, calls_per_mbp: float | None) -> None:
+    """A usage error for --threshold with --calls-per-mbp: two rules for the same calls."""
+    if threshold is not None and calls_per_mbp is not None:
+        raise click.UsageError("give --threshold or --calls-per-mbp, not both")
+
+
 def check_adapt(adapt_steps: int, adapt_lr: float | None) -> None:
     """A usage error for --adapt-lr without --adapt-steps (it would be ignored)."""
     if adapt_lr is not None and not adapt_steps:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import adapt_options, averaging_options, check_adapt, circular_option, window_option
+from genolin.cli.options import (
+    adapt_options,
+    averaging_options,
+    calls_option,
+    check_adapt,
+    check_calls,
+    circular_option,
+    window_option,
+)
 
 
 @click.command(context_settings={"show_default": True})
@@ -22,10 +30,7 @@ from genolin.cli.options import adapt_options, averaging_options, check_adapt, c
               help="Decision probability: the last class of a two-class classifier [default: the run's threshold "
                    "chosen on validation (max MCC), else 0.5]; for a track model, call the local maxima at or above "
                    "it instead of a density.")
-@click.option("--calls-per-mbp", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
-              help="Track: call the N x Mbp most probable local maxima of each contig [default: the "
-                   "training genomes' TSSs per Mbp, 100 bp apart, as the run kept it; runs from before it was kept: "
-                   "their threshold chosen on validation (max F1)].")
+@calls_option
 @click.option("--format", "track_format", type=click.Choice(["bedgraph", "bigwig"]), default="bedgraph",
               help="Track: the per-strand values as OUT.plus/minus.bedGraph (text) or OUT.plus/minus.bw (bigWig).")
 @click.option("--contig", "contigs", multiple=True, metavar="NAME",
@@ -52,8 +57,7 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, t
 
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
-    if threshold is not None and calls_per_mbp is not None:
-        raise click.UsageError("give --threshold or --calls-per-mbp, not both")
+    check_calls(threshold, calls_per_mbp)
     # under torchrun the genome's windows are shared out over the processes; adaptation trains float32 weights and
     # casts them for inference afterwards (genolin.adapt)
     check_adapt(adapt_steps, adapt_lr)

@@ -484,7 +484,8 @@ def _config(d: int, e: int, m: int, backward: bool, itemsize: int = 2) -> dict:
     warps = int(os.environ.get("GENOLIN_TRITON_WARPS", warps))
     cfg = {"BLOCK_N": block_n, "BLOCK_D": bd, "BLOCK_E": be, "BLOCK_M": bm, "num_warps": warps}
     # software-pipelining depth of the token loops: Triton's default (3), but 2 for the FAVOR+ backward (M above
-    # D and E), whose query kernel ran 1.3x faster with 2 on an H200 at M = 128 (its key kernel the same)
+    # D and E): fewer stages leave registers to its spilling query kernel, which ran faster with 2 (the key kernel
+    # the same; docs/benchmarks.md, "Attention kernels")
     stages = os.environ.get("GENOLIN_TRITON_STAGES") or (2 if backward and bm > max(bd, be) else None)
     if stages:
         cfg["num_stages"] = int(stages)
@@ -672,9 +673,8 @@ _linear_attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
 class _EagerLinearAttention(torch.autograd.Function):
-    """The same kernels under eager autograd, without the custom ops' dispatch: through the ops a forward and
-    backward cost about 0.9 ms of host time at 16 K tokens on an H200 (the kernels: 0.1 ms), through this about a
-    third of that. torch.compile still sees the ops."""
+    """The same kernels under eager autograd, without the custom ops' dispatch, whose host time exceeds the
+    kernels' at training lengths (docs/benchmarks.md, "Attention kernels"). torch.compile still sees the ops."""
 
     @staticmethod
     def forward(ctx, q, k, v, mask, projection, feature_map: str, eps: float):

@@ -58,7 +58,7 @@ from genolin.errors import InputError
 from genolin.io.bed import Interval
 from genolin.io.fasta import Genome
 from genolin.io.tracks import STRANDS, TRACK_FORMATS, CallsBed, track_outputs, track_paths
-from genolin.peaks import DensityCut, PeakCaller, StrandedPeaks, density_quotas, resolvable_density
+from genolin.peaks import StrandedPeaks, density_quotas, resolvable_density
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import binary_metrics, max_f1_threshold
 from genolin.tokenize import kmer_ids, reverse_complement, substitute
@@ -423,23 +423,23 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
                   progress: bool | None = None) -> dict[str, GenomeScores]:
     """Every region streamed through the model; per genome (in order): evaluation bins of ``bin_bp`` (target: a TSS
     of the strand inside, score: the highest model-bin probability overlapping it), and promoter calls
-    (PeakCaller at ``threshold``, ``min_distance_bp`` apart; with ``calls_per_mbp``, instead each region's most
-    probable local maxima, as many as its ``density_quotas`` share over the regions in order, as predict calls each
-    contig) with the TSSs they are matched against."""
+    (``StrandedPeaks``: local maxima at ``threshold``, ``min_distance_bp`` apart; with ``calls_per_mbp``, instead
+    each region's most probable local maxima, as many as its ``density_quotas`` share over the regions in order, as
+    predict calls each contig) with the TSSs they are matched against."""
     stride = data.stride
     parts: dict[str, dict] = {name: {"y": [], "p": [], "calls": {}, "tss": {}, "bp": 0, "circles": {}} for name in
                               dict.fromkeys(data.genome_of(c) for c, _, _ in regions)}
     quotas = density_quotas([b - a for _, a, b in regions], calls_per_mbp) if calls_per_mbp is not None else None
     for i, (contig, a, b) in enumerate(regions):
         part = parts[data.genome_of(contig)]
-        cut = DensityCut(quotas[i]) if quotas is not None else None
         e0, e1 = a // bin_bp, -(-b // bin_bp)
         y = np.zeros((e1 - e0, 2), dtype=np.int8)
         p = np.zeros((e1 - e0, 2), dtype=np.float32)
-        callers = [PeakCaller(threshold if cut is None else cut.floor, min_distance_bp // stride, a // stride,
-                              circle=-(-b // stride) if data.wraps((contig, a, b)) else None) for _ in range(2)]
-        found: list[tuple[int, float, str]] = []
         end_bin = -(-b // stride)
+        peaks = StrandedPeaks(threshold, min_distance_bp // stride,
+                              {contig: end_bin} if data.wraps((contig, a, b)) else None,
+                              quotas={contig: quotas[i]} if quotas is not None else None)
+        found: list[tuple[int, float, str]] = []
         for _, first, probs in predictor.region_probs(data, [(contig, a, b)], rc_average=rc_average,
                                                       progress=progress):
             starts = (first + np.arange(len(probs))) * stride
@@ -447,19 +447,10 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
             hi = (np.minimum(starts + stride, b) - 1) // bin_bp - e0
             for idx in (lo, hi):  # a model bin overlaps one evaluation bin or two
                 np.maximum.at(p, idx, probs)
-            for strand in range(2):
-                if cut is not None:  # a bin below the k-th best so far can never be among the k
-                    callers[strand].threshold = cut.floor
-                new = [(bin_, q, "+-"[strand]) for bin_, q in
-                       callers[strand].feed(first, probs[:, strand], final=first + len(probs) == end_bin)]
-                if cut is not None:
-                    cut.add(new)
-                else:
-                    found += new
-        if cut is not None:
-            found = cut.selected()
-            if cut.k:  # a region with no calls to make has no cut
-                part["cuts"] = part.get("cuts", []) + [cut.floor]
+            called = peaks.feed(contig, first, probs, final=first + len(probs) == end_bin)
+            found = found if called is None else called  # the region's calls come with its last piece
+        if peaks.cut is not None and peaks.cut.k:  # a region with no calls to make has no cut
+            part["cuts"] = part.get("cuts", []) + [peaks.cut.floor]
         for strand, positions in enumerate(data.tss[contig]):
             inside = positions[(positions >= a) & (positions < b)]
             y[inside // bin_bp - e0, strand] = 1
@@ -763,8 +754,11 @@ class TrackTask(Task):
         predicted."""
         stride = self.cfg.stride
         circles = {c: -(-data.lengths[c] // stride) for c in data.circular}  # predict covers whole contigs
-        peaks = (StrandedPeaks(options.threshold, options.min_distance_bp // stride, circles,
-                               density=options.calls_per_mbp, lengths=data.lengths) if calls is not None else None)
+        quotas = None  # each contig's share of the density, over every contig of the FASTA (as --contig runs get it)
+        if options.calls_per_mbp is not None:
+            quotas = dict(zip(data.lengths, density_quotas(data.lengths.values(), options.calls_per_mbp), strict=True))
+        peaks = StrandedPeaks(options.threshold, options.min_distance_bp // stride, circles,
+                              quotas=quotas) if calls is not None else None
         n_bins = 0
         for contig, first, probs in pieces:
             length = data.lengths[contig]
