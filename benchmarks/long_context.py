@@ -329,7 +329,26 @@ def metrics_lines(run: Path) -> list[dict]:
 
 def what_ran(run: Path) -> dict:
     """Settings, steps and epochs of a run, as far as it got."""
-    return {**run_settings(run), **run_progress(run), "epochs": epoch_records(run)}
+    return {**run_settings(run), **run_progress(run), **pooling_prior(run), "epochs": epoch_records(run)}
+
+
+def pooling_prior(run: Path) -> dict:
+    """The learned distance slope of the attention pooling, and the range of its position-bin scores, in the weights
+    evaluate uses (best.safetensors, else model.safetensors); empty for a run without them."""
+    from safetensors.torch import load_file
+
+    path = next((p for p in (run / "best.safetensors", run / "model.safetensors") if p.exists()), None)
+    if path is None:
+        return {}
+    weights = load_file(str(path))
+    slope = next((v for k, v in weights.items() if k.endswith("pool_slope")), None)
+    bins = next((v for k, v in weights.items() if k.endswith("pool_position")), None)
+    out = {}
+    if slope is not None:
+        out["pool_slope"] = float(slope.float())
+    if bins is not None:
+        out["pool_position_range"] = [float(bins.min().float()), float(bins.max().float())]
+    return out
 
 
 def run_progress(run: Path) -> dict:

@@ -103,6 +103,9 @@ class EncoderConfig:
     # attention pooling: also a learned slope (from 0, scaled as the bins) times log2(1 + distance from the centre in
     # tokens) / 16 on each score: a prior on distance that reaches distances the training crops rarely show
     pool_distance_slope: bool = False
+    # where the slope starts: each token's pooling weight (1 + distance)^-p before training (1: equal weight per
+    # octave of distance, where a slope from 0 weighs every token alike and so 100 kbp mostly by its far octaves)
+    pool_distance_power: float = 0.0
     chunk_tokens: int = 16384  # per chunk, for the attention op and for streaming inference
     checkpointing: bool = False  # training: recompute each whole block in the backward pass (little memory)
     checkpoint_mlp: bool = False  # training: recompute each block's norm + MLP (its largest activations); with
@@ -121,6 +124,8 @@ class EncoderConfig:
             raise ValueError("pool_position_bins must be 0, or above 0 with pooling='attention'")
         if self.pool_distance_slope and self.pooling != "attention":
             raise ValueError("pool_distance_slope needs pooling='attention'")
+        if self.pool_distance_power and not self.pool_distance_slope:
+            raise ValueError("pool_distance_power needs pool_distance_slope")
         if self.feature_map not in ("elu", "relu", "exp"):
             raise ValueError(f"feature_map must be elu, relu or exp (FAVOR+ is mixer='favor'), "
                              f"got {self.feature_map!r}")
@@ -415,7 +420,9 @@ class Encoder(nn.Module):
             self.pool_position = nn.Parameter(torch.zeros(cfg.pool_position_bins))
         self.pool_slope = None
         if self.pool_score is not None and cfg.pool_distance_slope:
-            self.pool_slope = nn.Parameter(torch.zeros(()))
+            # score offset scale x slope x log2(1 + d) / 16 = -p ln(1 + d)  <=>  slope = -16 ln(2) p / scale
+            start = -16 * math.log(2) * cfg.pool_distance_power / cfg.pool_position_scale
+            self.pool_slope = nn.Parameter(torch.full((), start))
         self.classifier = nn.Linear(cfg.d_model, cfg.n_classes) if has_classes else None
         self.track_head = nn.Linear(cfg.d_model, cfg.track_channels) if cfg.track_channels else None
         self.kmer_linear = None

@@ -320,14 +320,16 @@ def describe_model(cfg: TrainConfig) -> str:
     if not m.n_classes:
         return f"{blocks}; per-token track head"
     terms = [f"{m.pool_position_bins} position bins"] * bool(m.pool_position_bins) + \
-        ["a distance slope"] * m.pool_distance_slope
+        [f"a distance slope{f' from weights (1 + d)^-{m.pool_distance_power:g}' if m.pool_distance_power else ''}"] * \
+        m.pool_distance_slope
     head = f"{m.pooling} pooling" + (" with " + " and ".join(terms) if terms else "")
     if m.kmer_logits:
         kmer = f"bag-of-k-mers term k = 1..{m.kmer_logits}"
     else:
         kmer = "no bag-of-k-mers term" + (" (it needs single-base tokens, k = 1)" if cfg.k > 1 else "")
     crops = f"; training crops from {cfg.crop_min_bp:,} bp around the centre" if cfg.crop_min_bp else ""
-    return f"{blocks}{', recomputed in backward' if m.checkpointing else ''}; {head}; {kmer}{crops}"
+    average = f"; weights averaged (ema_decay {cfg.ema_decay:g})" if cfg.ema_decay else ""
+    return f"{blocks}{', recomputed in backward' if m.checkpointing else ''}; {head}; {kmer}{crops}{average}"
 
 
 def train(cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, device: str = "auto",

@@ -545,6 +545,7 @@ def test_the_long_context_benchmark_runs_end_to_end(tmp_path):
     (long_run,) = next(r for r in rows if r["length"] == 2000)["genolin"]  # the 2 kb model scored on 1 kb too
     assert 0 <= long_run["test_at"]["1000"]["auroc"] <= 1
     assert "test_at" not in next(r for r in rows if r["length"] == 1000)["genolin"][0]
+    assert isinstance(long_run["pool_slope"], float)  # the long recipe's learned slope, read from its weights
     assert "scored at (bp)" in out.with_suffix(".md").read_text()
     assert "design document 000" in out.with_suffix(".md").read_text().lower()
 
@@ -580,3 +581,24 @@ def test_distance_slope_pooling_equals_its_definition_forward_and_backward_in_fl
     assert abs(a - b) <= 1e-12 * abs(b) and b != 0
     with pytest.raises(ValueError, match="pool_distance_slope"):
         EncoderConfig(pool_distance_slope=True)  # mean pooling
+
+
+def test_distance_slope_starts_at_its_power_and_power_1_weighs_tokens_by_one_over_distance():
+    """pool_distance_power p: before training a token's pooling weight is (1 + distance)^-p (all tokens alike
+    otherwise), at any position scale; to 1e-6, the float32 of the starting slope."""
+    n = 31
+    d = (torch.arange(n, dtype=torch.float64) - (n - 1) / 2).abs()
+    mask = torch.ones(1, n, dtype=torch.bool)
+    for power, scale in ((1.0, 32.0), (1.0, 2.5), (2.5, 32.0), (0.0, 32.0)):
+        cfg = EncoderConfig(vocab_size=9, d_model=8, n_layers=1, n_heads=2, pooling="attention",
+                            pool_distance_slope=True, pool_distance_power=power, pool_position_scale=scale)
+        model = Encoder(cfg).double()
+        with torch.no_grad():
+            model.pool_score.weight.zero_()
+        hidden = torch.zeros(1, n, 8, dtype=torch.float64)
+        hidden[0, :, 0] = torch.arange(n, dtype=torch.float64)  # channel 0 pools to the weighted mean position
+        hidden[0, :, 1] = (d == 0).double()  # channel 1 to the centre token's weight
+        w = (1 + d) ** -power
+        pooled = model.pool(hidden, mask)[0]
+        assert pooled[0].item() == pytest.approx(((w * torch.arange(n)).sum() / w.sum()).item(), rel=1e-6)
+        assert pooled[1].item() == pytest.approx((1 / w.sum()).item(), rel=1e-6)
