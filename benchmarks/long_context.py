@@ -335,14 +335,15 @@ def what_ran(run: Path) -> dict:
 def pooling_prior(run: Path) -> dict:
     """The learned distance slope of the attention pooling, and the range of its position-bin scores, in the weights
     evaluate uses (best.safetensors, else model.safetensors); empty for a run without them."""
-    from safetensors.torch import load_file
+    from safetensors import safe_open
 
     path = next((p for p in (run / "best.safetensors", run / "model.safetensors") if p.exists()), None)
     if path is None:
         return {}
-    weights = load_file(str(path))
-    slope = next((v for k, v in weights.items() if k.endswith("pool_slope")), None)
-    bins = next((v for k, v in weights.items() if k.endswith("pool_position")), None)
+    with safe_open(str(path), framework="pt") as f:  # reads only the two tensors
+        keys = list(f.keys())
+        slope, bins = (next((f.get_tensor(k) for k in keys if k.endswith(name)), None)
+                       for name in ("pool_slope", "pool_position"))
     out = {}
     if slope is not None:
         out["pool_slope"] = float(slope.float())

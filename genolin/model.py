@@ -100,8 +100,9 @@ class EncoderConfig:
     # added to each token's pooling score, so a classifier can learn where in its inputs to look (0: off)
     pool_position_bins: int = 0
     pool_position_scale: float = POOL_POSITION_SCALE  # a bin's score is this times its parameter
-    # attention pooling: also a learned slope (from 0, scaled as the bins) times log2(1 + distance from the centre in
-    # tokens) / 16 on each score: a prior on distance that reaches distances the training crops rarely show
+    # attention pooling: also a learned slope (scaled as the bins; its start: pool_distance_power) times log2(1 +
+    # distance from the centre in tokens) / 16 on each score: a prior on distance that reaches distances the
+    # training crops rarely show
     pool_distance_slope: bool = False
     # where the slope starts: each token's pooling weight (1 + distance)^-p before training (1: equal weight per
     # octave of distance, where a slope from 0 weighs every token alike and so 100 kbp mostly by its far octaves)

@@ -133,6 +133,22 @@ def test_short_sets_keep_the_measured_recipe_and_long_ones_get_a_pooled_stem_and
                            longest_bp=200_000).model.checkpointing
 
 
+@pytest.mark.parametrize("preset", ["tiny", "small", "base"])
+def test_the_long_head_starts_its_slope_at_power_1_averages_weights_and_turning_the_slope_off_takes_the_start(preset):
+    cfg = make_config("sequence", preset, longest_bp=100_000)
+    assert (cfg.model.pool_distance_slope, cfg.model.pool_distance_power, cfg.ema_decay) == (True, 1.0, 0.995)
+    off = make_config("sequence", preset, {"model.pool_distance_slope": False}, longest_bp=100_000)
+    assert (off.model.pool_distance_slope, off.model.pool_distance_power) == (False, 0.0)
+    mean = make_config("sequence", preset, {"model.pooling": "mean"}, longest_bp=100_000)
+    assert (mean.model.pool_distance_slope, mean.model.pool_distance_power, mean.model.pool_position_bins) == \
+        (False, 0.0, 0)
+    with pytest.raises(InputError, match="pool_distance_power needs pool_distance_slope"):
+        make_config("sequence", preset, {"model.pool_distance_slope": False, "model.pool_distance_power": 1},
+                    longest_bp=100_000)
+    short = make_config("sequence", preset, longest_bp=1000)  # the short recipe: neither
+    assert (short.model.pool_distance_power, short.ema_decay) == (0.0, 0.0)
+
+
 def test_long_inputs_train_with_centre_crops_unless_the_user_says_otherwise():
     assert make_config("sequence", "small", longest_bp=LONG_CROP_BP).crop_min_bp == CROP_MIN_BP
     assert make_config("sequence", "small", longest_bp=LONG_CROP_BP - 1).crop_min_bp == 0
@@ -584,21 +600,18 @@ def test_distance_slope_pooling_equals_its_definition_forward_and_backward_in_fl
 
 
 def test_distance_slope_starts_at_its_power_and_power_1_weighs_tokens_by_one_over_distance():
-    """pool_distance_power p: before training a token's pooling weight is (1 + distance)^-p (all tokens alike
-    otherwise), at any position scale; to 1e-6, the float32 of the starting slope."""
-    n = 31
-    d = (torch.arange(n, dtype=torch.float64) - (n - 1) / 2).abs()
-    mask = torch.ones(1, n, dtype=torch.bool)
-    for power, scale in ((1.0, 32.0), (1.0, 2.5), (2.5, 32.0), (0.0, 32.0)):
-        cfg = EncoderConfig(vocab_size=9, d_model=8, n_layers=1, n_heads=2, pooling="attention",
-                            pool_distance_slope=True, pool_distance_power=power, pool_position_scale=scale)
-        model = Encoder(cfg).double()
-        with torch.no_grad():
-            model.pool_score.weight.zero_()
-        hidden = torch.zeros(1, n, 8, dtype=torch.float64)
-        hidden[0, :, 0] = torch.arange(n, dtype=torch.float64)  # channel 0 pools to the weighted mean position
-        hidden[0, :, 1] = (d == 0).double()  # channel 1 to the centre token's weight
-        w = (1 + d) ** -power
-        pooled = model.pool(hidden, mask)[0]
-        assert pooled[0].item() == pytest.approx(((w * torch.arange(n)).sum() / w.sum()).item(), rel=1e-6)
-        assert pooled[1].item() == pytest.approx((1 / w.sum()).item(), rel=1e-6)
+    """pool_distance_power p: before training each token's pooling weight is (1 + distance)^-p, normalised (all
+    tokens alike otherwise), at any position scale, odd and even lengths; hidden = the identity, so the pooled
+    vector is the weight vector itself. To 1e-6: the starting slope is a float32."""
+    for n in (31, 24):
+        d = (torch.arange(n, dtype=torch.float64) - (n - 1) / 2).abs()
+        for power, scale in ((1.0, 32.0), (1.0, 2.5), (2.5, 32.0), (0.0, 32.0)):
+            cfg = EncoderConfig(vocab_size=9, d_model=32, n_layers=1, n_heads=2, pooling="attention",
+                                pool_distance_slope=True, pool_distance_power=power, pool_position_scale=scale)
+            model = Encoder(cfg).double()
+            with torch.no_grad():
+                model.pool_score.weight.zero_()
+            hidden = torch.eye(n, 32, dtype=torch.float64)[None]  # (1, n, 32): token i is unit vector i
+            weights = model.pool(hidden, torch.ones(1, n, dtype=torch.bool))[0, :n]
+            w = (1 + d) ** -power
+            assert torch.allclose(weights, w / w.sum(), rtol=1e-6, atol=0)
