@@ -407,8 +407,7 @@ def _fit_recipe(values: dict, user: dict, longest_bp: int | None) -> None:
     if "crop_min_bp" not in user and longest_bp >= LONG_CROP_BP:
         values["crop_min_bp"] = CROP_MIN_BP
     if values.get("model.pooling") == "mean":  # no scores to add to: the recipe's position terms go with them
-        for key, off in (("model.pool_position_bins", 0), ("model.pool_distance_slope", False),
-                         ("model.pool_distance_power", 0.0)):
+        for key, off in (("model.pool_position_bins", 0), ("model.pool_distance_slope", False)):
             if key not in user:
                 values[key] = off
     if not values.get("model.pool_distance_slope") and "model.pool_distance_power" not in user:
