@@ -76,7 +76,10 @@ def held_out_figures(row: dict) -> dict:
 def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: int, gpu: int | None = None) -> dict:
     """Train recipe on the two other genomes (seed), evaluate the held-out genome (and the eukaryotic slices);
     ``gpu``: the only GPU its commands see (CUDA_VISIBLE_DEVICES), None: all of this process's."""
-    env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+    # each run's share of the host's cores: a dozen runs of torch's default (a thread per core each) left a 64-core
+    # host at a load of 250 and their schedules following the clock
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads),
+           **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)})}
     work = Path(args.work) / recipe / f"{held_out}_seed{seed}"
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
@@ -107,7 +110,9 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
            "train_seconds": train_s, "best_val_score": state["best"],
            "train_losses": [r["train_loss"] for r in records if r.get("train_loss") is not None],
            "val_scores": [r["val"]["score"] for r in records if r.get("val") and "epoch" in r],
-           "memorising": any("memorising" in r for r in records)}
+           "memorising": any("memorising" in r for r in records),
+           # the schedule followed the clock (train's --max-minutes): the steps' cosine did not hold
+           "by_clock": state.get("progress", 0) > 0}
     for name, (_, out) in evals.items():
         m = json.loads((out / "metrics.json").read_text())
         row[name] = {g: genome_row(gm) for g, gm in m["genomes"].items()}
@@ -134,6 +139,31 @@ def spread(values: list[float], spec: str = ".4f") -> str:
     return f"{statistics.mean(values):{spec}} ± {statistics.stdev(values):{spec}}"
 
 
+def clock(rows: list[dict]) -> str:
+    """How many of ``rows`` had their schedule follow the clock ("?" for those that did not record it)."""
+    known = [r["by_clock"] for r in rows if r.get("by_clock") is not None]
+    return f"{sum(known)} of {len(rows)}" + ("" if len(known) == len(rows) else f" ({len(rows) - len(known)} ?)")
+
+
+def merged(paths: list[str]) -> tuple[list[dict], dict]:
+    """The rows and meta of several result files of one preset (runs split over several calls) as one result:
+    the meta of the first with every file's command, recipes and seeds; a (recipe, genome, seed) found twice
+    is an error."""
+    rows, metas = [], [json.loads(Path(f).read_text())["meta"] for f in paths]
+    for f in paths:
+        rows += json.loads(Path(f).read_text())["rows"]
+    keys = [(r["recipe"], r["held_out"], r["seed"]) for r in rows]
+    if len(set(keys)) < len(keys):
+        sys.exit(f"track_recipes: --merge: a run is in two of {', '.join(paths)}")
+    if len({m["args"]["preset"] for m in metas}) > 1:
+        sys.exit("track_recipes: --merge: the files are of different presets")
+    meta = {**metas[0], "command": " ; ".join(m["command"] for m in metas), "merged": paths,
+            "recipes": {k: v for m in metas for k, v in m["recipes"].items()}}
+    meta["args"] = {**metas[0]["args"], "seeds": ",".join(sorted({str(r["seed"]) for r in rows})),
+                    "parallel": "/".join(str(m["args"]["parallel"]) for m in metas)}
+    return rows, meta
+
+
 def tables(rows: list[dict], meta: dict) -> str:
     recipes = list(dict.fromkeys(r["recipe"] for r in rows))
     held = list(dict.fromkeys(r["held_out"] for r in rows))
@@ -149,7 +179,7 @@ def tables(rows: list[dict], meta: dict) -> str:
              "positive rate). Mean: the mean over genomes, ± its sd over seeds (the noise level). Calls: precision / "
              "recall within 20 and 100 bp, mean over genomes and seeds.", "",
              "| recipe | " + " | ".join(held) + " | mean AUPRC | min ratio | P/R 20 bp | P/R 100 bp | train min | "
-             "memorising | predict Mbp/s |", "|---|" + "---:|" * (len(held) + 7)]
+             "memorising | by clock | predict Mbp/s |", "|---|" + "---:|" * (len(held) + 8)]
     for rec in recipes:
         mine = [r for r in rows if r["recipe"] == rec]
         cells, ratios = [], []
@@ -175,7 +205,8 @@ def tables(rows: list[dict], meta: dict) -> str:
         lines.append(f"| {rec} | " + " | ".join(cells) + f" | {spread(per_seed)} | {min(ratios):.1f}x | "
                      f"{mean_of('precision_20bp')} / {mean_of('recall_20bp')} | {mean_of('precision_100bp')} / "
                      f"{mean_of('recall_100bp')} | {spread(minutes, '.1f')} | "
-                     f"{sum(r['memorising'] for r in mine)} of {len(mine)} | {spread(speed, '.2f')} |")
+                     f"{sum(r['memorising'] for r in mine)} of {len(mine)} | {clock(mine)} | "
+                     f"{spread(speed, '.2f')} |")
     euk = [r for r in rows if "eukaryotes" in r]
     if euk:
         names = list(euk[0]["eukaryotes"])
@@ -199,7 +230,11 @@ def main() -> None:
     p.add_argument("--seeds", default=None, help="training seeds, comma-separated (default 0,1,2)")
     p.add_argument("--preset", default=None, help="model preset (default base)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting for every run")
-    p.add_argument("--max-minutes", type=float, default=None, help="time limit of one training (default 15)")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="time limit of one training (default 60: runs sharing a GPU are slower than a user's run "
+                        "alone, and the preset's own limit would cut their schedules short)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads of each run (OMP_NUM_THREADS; default: the host's cores / --parallel)")
     p.add_argument("--eukaryotes", action="store_true", help="also score the eukaryotic slices")
     p.add_argument("--predict-speed", action="store_true", help="also time genolin predict on the held-out genome")
     p.add_argument("--adapt-steps", type=int, default=0, metavar="N",
@@ -213,8 +248,19 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny, E. coli held out, seed 0, 20 steps")
     p.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
     p.add_argument("--out", default="benchmarks/results/track_recipes/latest", help="output prefix")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="no runs: write the rows of these result files (one preset) as one result to --out")
     args = p.parse_args()
-    defaults = {"preset": "base", "seeds": "0,1,2", "held_out": ",".join(BACTERIA), "max_minutes": 15.0,
+    if args.merge:
+        rows, meta = merged(args.merge)
+        out = Path(args.out)
+        rows.sort(key=lambda r: (list(meta["recipes"]).index(r["recipe"]), r["held_out"], r["seed"]))
+        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": []}, indent=2) + "\n")
+        out.with_suffix(".md").write_text(tables(rows, meta))
+        print(tables(rows, meta))
+        return
+    defaults = {"preset": "base", "seeds": "0,1,2", "held_out": ",".join(BACTERIA), "max_minutes": 60.0,
+                "threads": max(1, (os.cpu_count() or 1) // args.parallel),
                 "recipe": ["shipped"], **(QUICK if args.quick else {})}
     for key, value in defaults.items():  # what the command line left unset
         if getattr(args, key) is None:

@@ -394,3 +394,42 @@ def test_the_track_recipes_benchmark_runs_end_to_end(tmp_path):
     assert 0 <= calls["recall_100bp"] <= 1 and fine["predict_mbp_per_s"] > 0
     text = out.with_suffix(".md").read_text()
     assert "| shipped |" in text and "| fine |" in text and "P/R 20 bp" in text
+
+
+def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
+    """benchmarks/track_recipes.py --merge: the rows of two result files of one preset as one table, seeds and
+    commands joined, the runs whose schedule followed the clock counted ("?" where a file did not record it);
+    a run found in both files is an error."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    def row(recipe, seed, auprc, by_clock):
+        genome = {"auprc": auprc, "auroc": 0.8, "positive_rate": 0.01, "ratio": auprc / 0.01}
+        r = {"recipe": recipe, "settings": {}, "held_out": "ecoli", "seed": seed, "steps": 10, "train_seconds": 60.0,
+             "memorising": False, "ecoli": {"NC_000913.3": genome}}
+        return r if by_clock is None else {**r, "by_clock": by_clock}
+
+    def meta(seeds, command):
+        return {"date": "2026-11-27", "cpu": "x86_64", "torch": "2", "genolin": "0.1.0", "command": command,
+                "args": {"preset": "base", "seeds": seeds, "parallel": 2}, "recipes": {"a": {}, "b": {"steps": "5"}}}
+
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    one.write_text(json.dumps({"meta": meta("0", "first"), "rows": [row("a", 0, 0.05, True), row("b", 0, 0.07, False)],
+                               "failed": []}))
+    two.write_text(json.dumps({"meta": meta("1", "second"), "rows": [row("a", 1, 0.07, None), row("b", 1, 0.09, False)],
+                               "failed": []}))
+    script = [sys.executable, str(REPO / "benchmarks" / "track_recipes.py")]
+    done = subprocess.run([*script, "--merge", str(one), str(two), "--out", str(tmp_path / "m")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "m.json").read_text())
+    assert [(r["recipe"], r["seed"]) for r in result["rows"]] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    assert result["meta"]["args"]["seeds"] == "0,1" and result["meta"]["command"] == "first ; second"
+    text = (tmp_path / "m.md").read_text()
+    assert "| a | 0.0600 ± 0.0141 (6.0x) | 0.0600 ± 0.0141 |" in text and "| 1 of 2 (1 ?) |" in text
+    assert "| b | 0.0800 ± 0.0141 (8.0x) |" in text and "| 0 of 2 |" in text
+    done = subprocess.run([*script, "--merge", str(one), str(one), "--out", str(tmp_path / "m2")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "a run is in two of" in done.stderr and not (tmp_path / "m2.json").exists()
