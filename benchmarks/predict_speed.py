@@ -14,6 +14,7 @@ depend on the weights). The genome: --fasta (default the bundled E. coli K-12, 4
 
     python benchmarks/predict_speed.py --preset tiny --device cpu --out benchmarks/results/predict_speed/cpu
     python benchmarks/predict_speed.py --preset base --device cuda --mbp 100 --out $OUT/predict_speed_h200
+    python benchmarks/predict_speed.py --preset base --set stride=1 --device cuda --mbp 100 --out $OUT/stride1
 
 Writes PREFIX.json (settings, machine, versions, date, rows) and PREFIX.md (the table).
 """
@@ -89,11 +90,13 @@ def tiled(fasta: Path, mbp: float, work: Path) -> Path:
     return out
 
 
-def make_run(preset: str, device: str, work: Path) -> Path:
-    run = work / f"run_{preset}"
+def make_run(preset: str, device: str, work: Path, sets: list[str] = ()) -> Path:
+    """A run of ``preset`` with ``sets`` (KEY=VALUE) trained one step on the bundled E. coli genome, in ``work``."""
+    run = work / "_".join(["run", preset, *(s.replace("=", "-").replace("/", "-") for s in sets)])
     if not (run / "config.json").exists():
         subprocess.run([sys.executable, "-m", "genolin", "-q", "train", "--fasta", str(ECOLI), "--tss", str(ECOLI_TSS),
-                        "--preset", preset, "--max-steps", "1", "--device", device, "--out", str(run)], check=True)
+                        "--preset", preset, *(a for kv in sets for a in ("--set", kv)), "--max-steps", "1",
+                        "--device", device, "--out", str(run)], check=True)
     return run
 
 
@@ -101,7 +104,7 @@ def prepare(args, prefix: str) -> tuple[Path, Path, Path, int]:
     """(work folder, run directory, genome FASTA, its length in bp) from --work, --model/--preset, --fasta, --mbp."""
     work = Path(args.work or tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
-    run = Path(args.model) if args.model else make_run(args.preset, args.device, work)
+    run = Path(args.model) if args.model else make_run(args.preset, args.device, work, getattr(args, "set", []))
     fasta = tiled(Path(args.fasta), args.mbp, work) if args.mbp else Path(args.fasta)
     return work, run, fasta, genome_length(fasta)
 
@@ -145,6 +148,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a track run directory (default: a --preset run trained one step)")
     ap.add_argument("--preset", default="tiny", help="preset of the model made when --model is not given")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the model made when --model is not given (repeat; e.g. stride=1)")
     ap.add_argument("--fasta", default=str(ECOLI), help="genome to predict")
     ap.add_argument("--mbp", type=float, default=None, help="tile the genome to at least this many Mbp")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -199,7 +204,8 @@ def meta_of(args, run: Path, bp: int) -> dict:
             "cpu": cpu_name(), "cpu_count": os.cpu_count(),
             "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
             "command": " ".join(["python benchmarks/predict_speed.py", *sys.argv[1:]]),
-            "model": {"preset": None if args.model else args.preset, "d_model": cfg.model.d_model,
+            "model": {"preset": None if args.model else args.preset, "settings": [] if args.model else args.set,
+                      "d_model": cfg.model.d_model,
                       "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer, "k": cfg.k, "stride": cfg.stride,
                       "window_bp": cfg.window_bp},
             "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
