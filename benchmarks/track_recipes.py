@@ -112,7 +112,7 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
            "val_scores": [r["val"]["score"] for r in records if r.get("val") and "epoch" in r],
            "memorising": any("memorising" in r for r in records),
            # the schedule followed the clock (train's --max-minutes): the steps' cosine did not hold
-           "by_clock": state.get("progress", 0) > 0}
+           "by_clock": state["progress"] > 0 if "progress" in state else None}
     for name, (_, out) in evals.items():
         m = json.loads((out / "metrics.json").read_text())
         row[name] = {g: genome_row(gm) for g, gm in m["genomes"].items()}
@@ -145,23 +145,32 @@ def clock(rows: list[dict]) -> str:
     return f"{sum(known)} of {len(rows)}" + ("" if len(known) == len(rows) else f" ({len(rows) - len(known)} ?)")
 
 
-def merged(paths: list[str]) -> tuple[list[dict], dict]:
-    """The rows and meta of several result files of one preset (runs split over several calls) as one result:
-    the meta of the first with every file's command, recipes and seeds; a (recipe, genome, seed) found twice
-    is an error."""
-    rows, metas = [], [json.loads(Path(f).read_text())["meta"] for f in paths]
-    for f in paths:
-        rows += json.loads(Path(f).read_text())["rows"]
+def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
+    """The rows, failures and meta of several result files of one preset (runs split over several calls) as one
+    result: the first file's meta with every file's command and arguments (``calls``), the recipes and the seeds.
+    A (recipe, genome, seed) found twice, a recipe named alike with other settings, or files of other presets,
+    settings for every run (--set), adaptation or eukaryotic scoring are errors."""
+    files = [json.loads(Path(f).read_text()) for f in paths]
+    rows = [r for f in files for r in f["rows"]]
+    failed = [x for f in files for x in f.get("failed", [])]
+    metas = [f["meta"] for f in files]
     keys = [(r["recipe"], r["held_out"], r["seed"]) for r in rows]
     if len(set(keys)) < len(keys):
         sys.exit(f"track_recipes: --merge: a run is in two of {', '.join(paths)}")
-    if len({m["args"]["preset"] for m in metas}) > 1:
-        sys.exit("track_recipes: --merge: the files are of different presets")
-    meta = {**metas[0], "command": " ; ".join(m["command"] for m in metas), "merged": paths,
-            "recipes": {k: v for m in metas for k, v in m["recipes"].items()}}
-    meta["args"] = {**metas[0]["args"], "seeds": ",".join(sorted({str(r["seed"]) for r in rows})),
+    for key in ("preset", "set", "adapt_steps", "eukaryotes"):
+        if len({json.dumps(m["args"].get(key)) for m in metas}) > 1:
+            sys.exit(f"track_recipes: --merge: the files differ in {key}")
+    recipes: dict[str, dict] = {}
+    for m in metas:
+        for name, settings in m["recipes"].items():
+            if recipes.setdefault(name, settings) != settings:
+                sys.exit(f"track_recipes: --merge: recipe {name!r} has other settings in another file")
+    meta = {**metas[0], "command": " ; ".join(m["command"] for m in metas), "merged": [Path(f).name for f in paths],
+            "calls": [{"date": m["date"], "command": m["command"], "args": m["args"]} for m in metas],
+            "recipes": recipes}
+    meta["args"] = {**metas[0]["args"], "seeds": ",".join(map(str, sorted({int(r["seed"]) for r in rows}))),
                     "parallel": "/".join(str(m["args"]["parallel"]) for m in metas)}
-    return rows, meta
+    return rows, failed, meta
 
 
 def tables(rows: list[dict], meta: dict) -> str:
@@ -252,15 +261,16 @@ def main() -> None:
                    help="no runs: write the rows of these result files (one preset) as one result to --out")
     args = p.parse_args()
     if args.merge:
-        rows, meta = merged(args.merge)
+        rows, failed, meta = merged(args.merge)
         out = Path(args.out)
         rows.sort(key=lambda r: (list(meta["recipes"]).index(r["recipe"]), r["held_out"], r["seed"]))
-        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": []}, indent=2) + "\n")
+        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
+                                            + "\n")
         out.with_suffix(".md").write_text(tables(rows, meta))
         print(tables(rows, meta))
         return
     defaults = {"preset": "base", "seeds": "0,1,2", "held_out": ",".join(BACTERIA), "max_minutes": 60.0,
-                "threads": max(1, (os.cpu_count() or 1) // args.parallel),
+                "threads": max(1, len(os.sched_getaffinity(0)) // args.parallel),
                 "recipe": ["shipped"], **(QUICK if args.quick else {})}
     for key, value in defaults.items():  # what the command line left unset
         if getattr(args, key) is None:

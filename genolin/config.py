@@ -138,8 +138,8 @@ RENAMED = {"window": "window_bp", "tolerance": "tolerance_bins", "max_shift": "m
 # Track presets: a schedule in optimizer steps that ends by the preset's time budget at the latest (max_minutes: the
 # cosine is stretched over the clock where steps would run past it); hybrid mixer (linear attention in tiny, whose
 # local softmax was over half of the hybrid's CPU time), 8 kb windows, positives within +-24 bp of a TSS while
-# training. base reads 6-mers at stride 4: held-out AUPRC as stride 2's (and, at 8 windows a step, stride 1's) for
-# a half (a quarter) of the tokens, so predict runs faster.
+# training. base reads 6-mers at stride 4: held-out AUPRC as stride 2's for half the tokens, so predict runs
+# faster (stride 1 did not beat it either, in a screen that handicapped it: docs/benchmarks.md).
 # Sequence presets: single-base tokens under a width-15 convolutional stem, early stopping after 10 epochs without
 # a better dev MCC. small and base train with reverse complements (predict and evaluate average both strands) and the
 # dense synthesizer, the best mixer on the GUE promoter tasks; it is length-limited (model.max_len: the longest
@@ -210,8 +210,9 @@ PRESETS: dict[str, dict[str, dict]] = {
         # (docs/benchmarks.md, "Long-context classification")
         "sequence_long": dict(k=1, stride=1, batch_size=32, max_tokens=2**18, epochs=30, patience=5, max_minutes=15,
                               ema_decay=LONG_EMA, model=dict(mixer="hybrid", checkpoint_mlp=True, **LONG_HEAD)),
-        # 8 windows x 4,500 steps: 16x fewer windows than the 32 x 18,000 before, which memorised its training
-        # genomes (docs/benchmarks.md, "base preset: recipes at base size")
+        # 8 windows x 4,500 steps (36,000 windows): ahead of 32 x 3,000 on held-out genomes, three seeds; the
+        # 32 x 18,000 before transferred worse than 32 x 3,000 on issue 41's outside genomes (docs/benchmarks.md,
+        # "base preset: recipes at base size")
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=8, steps=4_500,
                       val_every_steps=1000, lr=1e-3,
                       warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),

@@ -398,8 +398,8 @@ def test_the_track_recipes_benchmark_runs_end_to_end(tmp_path):
 
 def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
     """benchmarks/track_recipes.py --merge: the rows of two result files of one preset as one table, seeds and
-    commands joined, the runs whose schedule followed the clock counted ("?" where a file did not record it);
-    a run found in both files is an error."""
+    commands joined, failures kept, the runs whose schedule followed the clock counted ("?" where a file did not
+    record it); a run found in both files, or a recipe named alike with other settings, is an error."""
     import subprocess
     import sys
 
@@ -417,7 +417,7 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
 
     one, two = tmp_path / "one.json", tmp_path / "two.json"
     one.write_text(json.dumps({"meta": meta("0", "first"), "rows": [row("a", 0, 0.05, True), row("b", 0, 0.07, False)],
-                               "failed": []}))
+                               "failed": [{"run": ["b", "cjejuni", 0], "error": "failed (1)"}]}))
     two.write_text(json.dumps({"meta": meta("1", "second"), "rows": [row("a", 1, 0.07, None), row("b", 1, 0.09, False)],
                                "failed": []}))
     script = [sys.executable, str(REPO / "benchmarks" / "track_recipes.py")]
@@ -427,9 +427,17 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
     result = json.loads((tmp_path / "m.json").read_text())
     assert [(r["recipe"], r["seed"]) for r in result["rows"]] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
     assert result["meta"]["args"]["seeds"] == "0,1" and result["meta"]["command"] == "first ; second"
+    assert [c["command"] for c in result["meta"]["calls"]] == ["first", "second"]
+    assert result["failed"] == [{"run": ["b", "cjejuni", 0], "error": "failed (1)"}]
     text = (tmp_path / "m.md").read_text()
     assert "| a | 0.0600 ± 0.0141 (6.0x) | 0.0600 ± 0.0141 |" in text and "| 1 of 2 (1 ?) |" in text
     assert "| b | 0.0800 ± 0.0141 (8.0x) |" in text and "| 0 of 2 |" in text
     done = subprocess.run([*script, "--merge", str(one), str(one), "--out", str(tmp_path / "m2")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "a run is in two of" in done.stderr and not (tmp_path / "m2.json").exists()
+    other = json.loads(two.read_text())
+    other["meta"]["recipes"]["b"] = {"steps": "6"}
+    two.write_text(json.dumps(other))
+    done = subprocess.run([*script, "--merge", str(one), str(two), "--out", str(tmp_path / "m3")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "recipe 'b' has other settings" in done.stderr
