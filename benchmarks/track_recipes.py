@@ -173,6 +173,15 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     return rows, failed, meta
 
 
+def write_result(out: Path, meta: dict, rows: list[dict], failed: list[dict]) -> str:
+    """OUT.json and OUT.md of ``rows`` (sorted in place by recipe, genome, seed); returns the markdown."""
+    rows.sort(key=lambda r: (list(meta["recipes"]).index(r["recipe"]), r["held_out"], r["seed"]))
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2) + "\n")
+    text = tables(rows, meta) if rows else "no run finished\n"
+    out.with_suffix(".md").write_text(text)
+    return text
+
+
 def tables(rows: list[dict], meta: dict) -> str:
     recipes = list(dict.fromkeys(r["recipe"] for r in rows))
     held = list(dict.fromkeys(r["held_out"] for r in rows))
@@ -262,12 +271,7 @@ def main() -> None:
     args = p.parse_args()
     if args.merge:
         rows, failed, meta = merged(args.merge)
-        out = Path(args.out)
-        rows.sort(key=lambda r: (list(meta["recipes"]).index(r["recipe"]), r["held_out"], r["seed"]))
-        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
-                                            + "\n")
-        out.with_suffix(".md").write_text(tables(rows, meta))
-        print(tables(rows, meta))
+        print(write_result(Path(args.out), meta, rows, failed))
         return
     defaults = {"preset": "base", "seeds": "0,1,2", "held_out": ",".join(BACTERIA), "max_minutes": 60.0,
                 "threads": max(1, len(os.sched_getaffinity(0)) // args.parallel),
@@ -288,12 +292,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
 
     def write() -> str:  # after every run, so a time limit keeps what finished
-        rows.sort(key=lambda r: (list(recipes).index(r["recipe"]), r["held_out"], r["seed"]))
-        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
-                                            + "\n")
-        text = tables(rows, meta) if rows else "no run finished\n"
-        out.with_suffix(".md").write_text(text)
-        return text
+        return write_result(out, meta, rows, failed)
 
     text = "no run finished\n"
     slots: queue.Queue = queue.Queue()  # a GPU index per concurrent run, taken while it runs
