@@ -33,8 +33,9 @@ class Schedule:
         self.cfg, self.state = cfg, state
         self.total = 1  # the schedule's length in optimizer steps, set by start
         self.t_start: float | None = None  # time.monotonic() when the loop starts, set by start
-        self.progress_at_start = state["progress"]  # the schedule's progress when this run started
         self.step_at_start, self.by_clock = state["step"], False
+        self.t_cosine: float | None = None  # time.monotonic() when the clock took over the cosine (after the warm-up)
+        self.progress_at_cosine = 0.0  # the cosine's progress then: where the clock's share starts
 
     def start(self, batches_per_epoch: int) -> int:
         """Sets the schedule's length and starts its clock -> the epochs to run: ``steps`` if set, else epochs x
@@ -54,8 +55,15 @@ class Schedule:
     def next_lr(self) -> float:
         """The learning rate of the next optimizer step (the clock's progress brought up to date first)."""
         st = self.state
-        st["progress"] = max(st["progress"], self.clock_progress())
+        clock = self.clock_progress()
+        if clock > self.steps_progress():  # kept only when the clock leads: "progress" > 0 says it shortened the cosine
+            st["progress"] = max(st["progress"], clock)
         return lr_at(st["step"], self.total, self.cfg, st["progress"])
+
+    def steps_progress(self) -> float:
+        """The cosine's progress by steps alone, as lr_at counts it (0 during the warm-up)."""
+        warm = self.cfg.warmup_steps
+        return min(1.0, max(0.0, (self.state["step"] - warm) / max(1, self.total - warm)))
 
     def last_lr(self) -> float:
         """The learning rate of the last optimizer step."""
@@ -64,12 +72,14 @@ class Schedule:
     def clock_progress(self) -> float:
         """The schedule's progress by the clock under a time budget (max_minutes), 0 while the steps are on pace
         to finish in time (then the schedule is by steps alone, deterministic). Once, after 20 steps, the pace says
-        they would not, the clock takes over for the rest of the run: progress runs from where this run started to
-        1 at its deadline."""
+        they would not, the clock takes over for the rest of the run: progress runs from where the steps' cosine
+        stood when the clock took over (not before the warm-up's end) to 1 at the deadline, without a jump. A run whose
+        steps then catch up keeps the steps' cosine (next_lr takes the larger)."""
         cfg = self.cfg
         if cfg.max_minutes is None:
             return 0.0
-        budget, elapsed = cfg.max_minutes * 60, time.monotonic() - self.t_start
+        now = time.monotonic()
+        budget, elapsed = cfg.max_minutes * 60, now - self.t_start
         if not self.by_clock:
             done = self.state["step"] - self.step_at_start
             if done < 20 or elapsed + elapsed / done * (self.total - self.state["step"]) <= budget:
@@ -77,8 +87,13 @@ class Schedule:
             self.by_clock = True
             log.info("at this pace the %d steps would not end within %s min: the schedule follows the clock",
                      self.total, cfg.max_minutes)
-        p0 = self.progress_at_start
-        return p0 + (1 - p0) * elapsed / budget
+        if self.state["step"] < cfg.warmup_steps:
+            return 0.0
+        if self.t_cosine is None:
+            self.t_cosine = now
+            self.progress_at_cosine = max(self.state["progress"], self.steps_progress())
+        p0, left = self.progress_at_cosine, budget - (self.t_cosine - self.t_start)
+        return p0 + (1 - p0) * (now - self.t_cosine) / max(left, 1e-9)
 
     def stop_reason(self) -> str | None:
         """The stop rule that ends the run here (max_steps, max_minutes), if any."""

@@ -329,6 +329,32 @@ def test_clock_takes_over_the_schedule_only_when_steps_would_overrun(tmp_path, t
     assert 20 <= state["step"] < 40 and state["progress"] > 0.9  # stopped by the clock, at the end of its cosine
 
 
+def test_slow_first_steps_alone_keep_the_steps_cosine(tmp_path, two_genomes, monkeypatch):
+    """Steps slow only before the warm-up ends (a GPU shared at start-up) make the pace check hand the schedule to
+    the clock, but the clock never leads the steps' cosine afterwards: the weights equal those of a run without a
+    budget and the state's "progress" stays 0 (the benchmarks' "by clock" flag)."""
+    import genolin.train as train_mod
+
+    d = two_genomes
+    common = ["--fasta", d / "A.fa", "--tss", d / "A.bed", "--set", "window_bp=2048", "--set", "batch_size=2",
+              "--set", "d_model=16", "--set", "steps=40", "--set", "val_every_steps=40", "--set", "warmup_steps=30"]
+    assert run("train", *common, "--out", tmp_path / "free").exit_code == 0
+    calls = [0, 0.0]
+
+    def monotonic():  # 1 s a call for the first 36 calls (a few a step: all before step 20), then 1 ms
+        calls[0] += 1
+        calls[1] += 1.0 if calls[0] <= 36 else 0.001
+        return calls[1]
+    monkeypatch.setattr(train_mod.time, "monotonic", monotonic)
+    assert run("train", *common, "--max-minutes", 1, "--out", tmp_path / "slow").exit_code == 0
+    assert "the schedule follows the clock" in (tmp_path / "slow" / "train.log").read_text()
+    state = json.loads((tmp_path / "slow" / "trainer_state.json").read_text())
+    assert state["step"] == 40 and state["progress"] == 0
+    wa, wb = load_tensors(tmp_path / "free" / "model.safetensors")[0], load_tensors(tmp_path / "slow" /
+                                                                                     "model.safetensors")[0]
+    assert all(np.array_equal(wa[k].numpy(), wb[k].numpy()) for k in wa)
+
+
 def test_time_limit_inside_the_first_epoch_still_validates(tmp_path, two_genomes):
     """--max-minutes shorter than one epoch: the run validates where it stopped, writes best.safetensors and a
     metrics line, and predict uses those weights."""
