@@ -109,12 +109,20 @@ def test_by_sequence_path_equals_formula_forward_and_backward(fm, padded):
 def test_elementwise_features_without_autograd_equal_with_and_leave_input(fm):
     from genolin.ops import elementwise_features
 
-    x = torch.randn(3, 11, 2, 5, dtype=torch.float64)
-    kept = x.clone()
-    want = elementwise_features(x, fm)
-    with torch.no_grad():
-        got = elementwise_features(x, fm)
-    assert torch.equal(got, want) and torch.equal(x, kept)
+    for dtype, atol in ((torch.float64, 1e-15), (torch.float32, 1e-7)):
+        qkv = torch.randn(3, 11, 3, 2, 5, dtype=dtype) * 4  # q as the projections give it: a strided view
+        qkv[0, :6, 0, 0, 0] = torch.tensor([0.0, -0.0, -100.0, 50.0, float("inf"), float("-inf")], dtype=dtype)
+        x = qkv[:, :, 0]
+        kept = x.clone()
+        want = elementwise_features(x, fm)
+        with torch.no_grad():
+            got = elementwise_features(x, fm)
+        assert torch.equal(x, kept)
+        if fm != "elu":  # ("exp" of a row holding inf is NaN either way)
+            torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        else:  # exp(min(x, 0)) + max(x, 0) against elu(x) + 1: expm1's + 1 rounds, exp does not
+            assert torch.allclose(got, want, rtol=0, atol=atol) and torch.equal(got.isinf(), want.isinf())
+            assert torch.equal(got[x > 0], want[x > 0]) and got[0, 2, 0, 0] == torch.exp(x[0, 2, 0, 0])
 
 
 def test_by_sequence_path_is_the_cpu_choice_for_long_sequences(monkeypatch):

@@ -31,9 +31,13 @@ def elementwise_features(x: torch.Tensor, feature_map: str) -> torch.Tensor:
     """phi(x) for "elu", "relu", "exp": (..., D) -> (..., D) in the accumulation dtype."""
     x = x.to(acc_dtype(x.dtype))
     if feature_map == "elu":
-        # elu(x) + 1: x + 1 for x > 0, exp(x) otherwise (one fused kernel; elu never takes exp of a large x);
-        # without autograd the + 1 goes in place (one pass less over (..., D) in memory)
-        return F.elu(x) + 1 if torch.is_grad_enabled() else F.elu(x).add_(1)
+        # elu(x) + 1: x + 1 for x > 0, exp(x) otherwise (elu never takes exp of a large x). Without autograd as
+        # exp(min(x, 0)) + max(x, 0): on a CPU exp is several times faster than elu's expm1 (the map took half the
+        # time, 2 cores), and exp(x) is the more exact of the two; with autograd elu's own backward (the two clamps'
+        # gradients would both pass at x = 0)
+        if torch.is_grad_enabled():
+            return F.elu(x) + 1
+        return x.clamp(max=0).exp_().add_(x.clamp(min=0))
     if feature_map == "relu":
         return x.clamp(min=0)
     if feature_map == "exp":
