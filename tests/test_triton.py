@@ -217,3 +217,32 @@ def test_launch_arithmetic_equals_tritons():
 
     assert all(next_power_of_2(n) == triton.next_power_of_2(n) for n in range(1, 5000))
     assert all(cdiv(a, b) == triton.cdiv(a, b) for a in range(0, 400) for b in range(1, 70))
+
+
+def test_registers_and_spills_of_a_kernel_compiled_offline(tmp_path):
+    """benchmarks/triton_registers.py compiles a kernel for sm_90 without a GPU and reads ptxas's registers and
+    spills; the backward-only tile override reaches the backward's config and leaves the forward's."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from genolin.ops import linear_attn_triton as lat
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "triton_registers.py"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, str(script), "--maps", "elu", "--configs", "32x8", "--kernels",
+                          "_output_kernel", "--out", str(tmp_path / "r")], capture_output=True, text=True, timeout=300,
+                         env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    row = __import__("json").loads((tmp_path / "r.json").read_text())["rows"][0]
+    assert row["kernel"] == "_output_kernel" and (row["block_n"], row["warps"]) == (32, 8)
+    assert 16 <= row["registers"] <= 255 and row["spill_stores"] >= 0 and row["spill_loads"] >= 0
+    assert "| elu | _output_kernel | 32 x 8 |" in (tmp_path / "r.md").read_text()
+
+    fwd, bwd = lat._config(64, 64, 128, backward=False), lat._config(64, 64, 128, backward=True)
+    os.environ.update(GENOLIN_TRITON_BWD_BLOCK_N="32", GENOLIN_TRITON_BWD_WARPS="8")
+    try:
+        assert lat._config(64, 64, 128, backward=False) == fwd
+        assert lat._config(64, 64, 128, backward=True) == {**bwd, "BLOCK_N": 32, "num_warps": 8}
+    finally:
+        del os.environ["GENOLIN_TRITON_BWD_BLOCK_N"], os.environ["GENOLIN_TRITON_BWD_WARPS"]

@@ -469,7 +469,8 @@ def _config(d: int, e: int, m: int, backward: bool, itemsize: int = 2) -> dict:
     64 tokens x 4 warps is best for D = E = 64 and for the FAVOR+ forward with M = 128 (state 128 x 64), while the
     heavier FAVOR+ backward kernels run best with 128 x 8; D or E of 256 leaves registers for 16 tokens only.
     float32 inputs with a dim above 64 take 32 x 8 (larger tiles exceed the shared memory).
-    GENOLIN_TRITON_BLOCK_N / _WARPS override (tuning)."""
+    GENOLIN_TRITON_BLOCK_N / _WARPS override (tuning); GENOLIN_TRITON_BWD_BLOCK_N / _BWD_WARPS the backward's
+    alone."""
     bd, be, bm = (max(16, next_power_of_2(x)) for x in (d, e, m))
     widest = max(bd, be, bm)
     if widest <= 64 or (not backward and bm * be <= 128 * 64 and bd <= 128 and itemsize < 4):
@@ -480,8 +481,9 @@ def _config(d: int, e: int, m: int, backward: bool, itemsize: int = 2) -> dict:
         block_n, warps = 128, 8
     else:
         block_n, warps = 16, 8
-    block_n = int(os.environ.get("GENOLIN_TRITON_BLOCK_N", block_n))
-    warps = int(os.environ.get("GENOLIN_TRITON_WARPS", warps))
+    env = os.environ
+    block_n = int((backward and env.get("GENOLIN_TRITON_BWD_BLOCK_N")) or env.get("GENOLIN_TRITON_BLOCK_N", block_n))
+    warps = int((backward and env.get("GENOLIN_TRITON_BWD_WARPS")) or env.get("GENOLIN_TRITON_WARPS", warps))
     cfg = {"BLOCK_N": block_n, "BLOCK_D": bd, "BLOCK_E": be, "BLOCK_M": bm, "num_warps": warps}
     # software-pipelining depth of the token loops: Triton's default (3), but 2 for the FAVOR+ backward (M above
     # D and E): fewer stages leave registers to its spilling query kernel, which ran faster with 2 (the key kernel
