@@ -15,6 +15,12 @@ flagged memorisation (validation not improving while the training loss falls, `g
 evaluate and predict run test-time adaptation first (`--adapt-steps N`: N steps of the masked-token loss on the
 scored genome's sequence; its time counts in predict's Mbp/s), their outputs kept apart from unadapted ones.
 
+With --train-alone each genome of --held-out is instead the only training genome, and the other two are scored: a
+user's case (one annotated genome, new ones to predict). The training genomes' sizes then differ 2.8-fold (1.6 to
+4.6 Mbp), so a step budget sized to the data (`epochs`: passes over the genome) and a fixed one give different
+schedules, which leave one out (two genomes, 5.6 to 8.6 Mbp) hardly does. The table then gives, per training
+genome, the mean AUPRC of the two genomes it did not see; a row's "held_out" names its training genome.
+
     python benchmarks/track_recipes.py --preset base --seeds 0,1,2 --parallel 12 --gpus 4 --device cuda \\
         --recipe "fine:stride=1,tolerance_bins=1,batch_size=8,steps=4500" --out OUT
     python benchmarks/track_recipes.py --quick --device cpu --out /tmp/track_recipes_quick
@@ -67,26 +73,36 @@ def genome_row(gm: dict) -> dict:
                                          "calls_per_mbp")}}
 
 
-def held_out_figures(row: dict) -> dict:
-    """The figures of a run's held-out genome (``genome_row``)."""
-    scored = row[row["held_out"]]
+def held_out_figures(row: dict, name: str | None = None) -> dict:
+    """The figures of a run's held-out genome, or of scored genome ``name`` (``genome_row``)."""
+    scored = row[name or row["held_out"]]
     return scored[next(iter(scored))]
+
+
+def scored_names(row: dict) -> list[str]:
+    """The bacteria a run scored: its held-out genome, or with --train-alone the two it did not train on."""
+    return [n for n in BACTERIA if n in row and n not in row.get("trained_on", [])]
 
 
 def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: int, gpu: int | None = None) -> dict:
     """Train recipe on the two other genomes (seed), evaluate the held-out genome (and the eukaryotic slices);
-    ``gpu``: the only GPU its commands see (CUDA_VISIBLE_DEVICES), None: all of this process's."""
+    with --train-alone train on ``held_out`` alone and evaluate the two others (the row's "held_out" then names the
+    training genome, "trained_on" says so). ``gpu``: the only GPU its commands see (CUDA_VISIBLE_DEVICES), None: all
+    of this process's."""
     # each run's share of the host's cores: a dozen runs of torch's default (a thread per core each) left a 64-core
     # host at a load of 250 and their schedules following the clock
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads),
            **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)})}
-    work = Path(args.work) / recipe / f"{held_out}_seed{seed}"
+    work = Path(args.work) / recipe / f"{'alone_' if args.train_alone else ''}{held_out}_seed{seed}"
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
     py = [sys.executable, "-m", "genolin", "-q"]
     train_s = None
+    # leave one genome out: train on the other two, score it; --train-alone: train on it, score the other two
+    trained = [held_out] if args.train_alone else [name for name in BACTERIA if name != held_out]
+    scored = [name for name in BACTERIA if name not in trained]
     if not (run_dir / "trainer_state.json").exists():
-        train = [g for name in BACTERIA if name != held_out for g in ("--fasta", data[name][0], "--tss", data[name][1])]
+        train = [g for name in trained for g in ("--fasta", data[name][0], "--tss", data[name][1])]
         sets = [a for k, v in {**settings, **dict(s.split("=", 1) for s in args.set)}.items()
                 for a in ("--set", f"{k}={v}")]
         train_s = run([*py, "train", *train, "--preset", args.preset, *sets, "--device", args.device, "--seed",
@@ -95,7 +111,8 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
     # again, and one made without adaptation must not stand for one with it
     adapt = ["--adapt-steps", str(args.adapt_steps)] if args.adapt_steps else []
     suffix = f"_adapt{args.adapt_steps}" if args.adapt_steps else ""
-    evals = {held_out: (data[held_out], work / f"eval_held_out{suffix}")}
+    evals = {name: (data[name], work / (f"eval_{name}{suffix}" if args.train_alone else f"eval_held_out{suffix}"))
+             for name in scored}
     if args.eukaryotes:
         evals["eukaryotes"] = (None, work / f"eval_eukaryotes{suffix}")
     for pair, out in evals.values():
@@ -107,6 +124,7 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     state = json.loads((run_dir / "trainer_state.json").read_text())
     row = {"recipe": recipe, "settings": settings, "held_out": held_out, "seed": seed, "steps": state["step"],
+           **({"trained_on": trained} if args.train_alone else {}),
            "train_seconds": train_s, "best_val_score": state["best"],
            "train_losses": [r["train_loss"] for r in records if r.get("train_loss") is not None],
            "val_scores": [r["val"]["score"] for r in records if r.get("val") and "epoch" in r],
@@ -119,14 +137,14 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
     if args.predict_speed:
         from genolin.io.fasta import Genome
 
-        fasta = data[held_out][0]
+        fasta = data[scored[0]][0]
         seconds = run([*py, "predict", "--model", str(run_dir), "--fasta", fasta, "--rc-average", *adapt, "--device",
                        args.device, "--out", str(work / f"pred{suffix}")], log, env)
         row["predict_seconds"] = seconds
         row["predict_mbp_per_s"] = sum(Genome(fasta).lengths.values()) / seconds / 1e6
-    first = held_out_figures(row)
-    print(f"{recipe:12s} {held_out:9s} seed {seed}  steps {state['step']:6d}  AUPRC {first['auprc']:.4f} "
-          f"({first['ratio']:.1f}x){'  memorising' if row['memorising'] else ''}", flush=True)
+    figures = ", ".join("{auprc:.4f} ({ratio:.1f}x)".format(**held_out_figures(row, name)) for name in scored)
+    print(f"{recipe:12s} {'trained on ' if args.train_alone else ''}{held_out:9s} seed {seed}  steps "
+          f"{state['step']:6d}  AUPRC {figures}{'  memorising' if row['memorising'] else ''}", flush=True)
     return row
 
 
@@ -157,8 +175,9 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     keys = [(r["recipe"], r["held_out"], r["seed"]) for r in rows]
     if len(set(keys)) < len(keys):
         sys.exit(f"track_recipes: --merge: a run is in two of {', '.join(paths)}")
-    for key in ("preset", "set", "adapt_steps", "eukaryotes"):
-        if len({json.dumps(m["args"].get(key)) for m in metas}) > 1:
+    for key in ("preset", "set", "adapt_steps", "eukaryotes", "train_alone"):
+        # (a file from before --train-alone has no such key: False, as a flag's default)
+        if len({json.dumps(m["args"].get(key) or (False if key == "train_alone" else None)) for m in metas}) > 1:
             sys.exit(f"track_recipes: --merge: the files differ in {key}")
     recipes: dict[str, dict] = {}
     for m in metas:
@@ -177,22 +196,44 @@ def write_result(out: Path, meta: dict, rows: list[dict], failed: list[dict]) ->
     """OUT.json and OUT.md of ``rows`` (sorted in place by recipe, genome, seed); returns the markdown."""
     rows.sort(key=lambda r: (list(meta["recipes"]).index(r["recipe"]), r["held_out"], r["seed"]))
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2) + "\n")
-    text = tables(rows, meta) if rows else "no run finished\n"
+    text = (alone_tables if meta["args"].get("train_alone") else tables)(rows, meta) if rows else "no run finished\n"
     out.with_suffix(".md").write_text(text)
     return text
+
+
+def header(meta: dict, title: str) -> list[str]:
+    """The lines every table starts with: title and date, machine and versions, the command, the recipes."""
+    a = meta["args"]
+    return [f"# {title} ({meta['date']})", "",
+            f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
+            f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once"
+            + (f"; scored after {a['adapt_steps']} steps of test-time adaptation" if a.get("adapt_steps") else ""),
+            "", f"`{meta['command']}`", "",
+            "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
+                                   for n, s in meta["recipes"].items()), ""]
+
+
+def eukaryote_lines(rows: list[dict], recipes: list[str]) -> list[str]:
+    """The table of the eukaryotic slices (--eukaryotes), mean over a recipe's runs; none without them."""
+    euk = [r for r in rows if "eukaryotes" in r]
+    if not euk:
+        return []
+    names = list(euk[0]["eukaryotes"])
+    lines = ["", "Eukaryotic slices (mRNA starts as TSS proxies), mean over a recipe's models: AUPRC (x the "
+             "positive rate).", "", "| recipe | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for rec in recipes:
+        rs = [r for r in euk if r["recipe"] == rec]
+        if rs:
+            lines.append(f"| {rec} | " + " | ".join(
+                f"{statistics.mean(r['eukaryotes'][n]['auprc'] for r in rs):.4f} "
+                f"({statistics.mean(r['eukaryotes'][n]['ratio'] for r in rs):.1f}x)" for n in names) + " |")
+    return lines
 
 
 def tables(rows: list[dict], meta: dict) -> str:
     recipes = list(dict.fromkeys(r["recipe"] for r in rows))
     held = list(dict.fromkeys(r["held_out"] for r in rows))
-    a = meta["args"]
-    lines = [f"# Promoter-track recipes on held-out genomes ({meta['date']})", "",
-             f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
-             f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once"
-             + (f"; scored after {a['adapt_steps']} steps of test-time adaptation" if a.get("adapt_steps") else ""),
-             "", f"`{meta['command']}`", "",
-             "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
-                                    for n, s in meta["recipes"].items()), "",
+    lines = [*header(meta, "Promoter-track recipes on held-out genomes"),
              "Held-out genome: pooled AUPRC over both strands of 50-bp bins (RC-averaged), mean ± sd over seeds (x the "
              "positive rate). Mean: the mean over genomes, ± its sd over seeds (the noise level). Calls: precision / "
              "recall within 20 and 100 bp, mean over genomes and seeds.", "",
@@ -225,17 +266,44 @@ def tables(rows: list[dict], meta: dict) -> str:
                      f"{mean_of('recall_100bp')} | {spread(minutes, '.1f')} | "
                      f"{sum(r['memorising'] for r in mine)} of {len(mine)} | {clock(mine)} | "
                      f"{spread(speed, '.2f')} |")
-    euk = [r for r in rows if "eukaryotes" in r]
-    if euk:
-        names = list(euk[0]["eukaryotes"])
-        lines += ["", "Eukaryotic slices (mRNA starts as TSS proxies), mean over a recipe's models: AUPRC (x the "
-                  "positive rate).", "", "| recipe | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
-        for rec in recipes:
-            rs = [r for r in euk if r["recipe"] == rec]
-            if rs:
-                lines.append(f"| {rec} | " + " | ".join(
-                    f"{statistics.mean(r['eukaryotes'][n]['auprc'] for r in rs):.4f} "
-                    f"({statistics.mean(r['eukaryotes'][n]['ratio'] for r in rs):.1f}x)" for n in names) + " |")
+    lines += eukaryote_lines(rows, recipes)
+    return "\n".join(lines) + "\n"
+
+
+def alone_tables(rows: list[dict], meta: dict) -> str:
+    """--train-alone: per recipe and training genome, the mean AUPRC of the two genomes it did not see (mean ± sd
+    over seeds; x the positive rate, mean over the two), the mean over all of a seed's runs (± sd over seeds),
+    steps, training minutes, the memorisation and clock flags and predict's speed."""
+    recipes = list(dict.fromkeys(r["recipe"] for r in rows))
+    trained = list(dict.fromkeys(r["held_out"] for r in rows))
+    lines = [*header(meta, "Promoter-track recipes trained on one genome, scored on the others"),
+             "Column: the one training genome; cell: the mean AUPRC (pooled over both strands, 50-bp bins, "
+             "RC-averaged) of the two genomes it did not see, mean ± sd over seeds (x the positive rate, mean over "
+             "the two). Mean: over a seed's runs, ± sd over seeds (the noise level).", "",
+             "| recipe | " + " | ".join(f"trained on {t}" for t in trained) + " | mean AUPRC | steps | train min | "
+             "memorising | by clock | predict Mbp/s |", "|---|" + "---:|" * (len(trained) + 6)]
+
+    def unseen(r: dict) -> tuple[float, float]:  # (mean AUPRC, mean ratio) over the genomes r did not train on
+        figs = [held_out_figures(r, n) for n in scored_names(r)]
+        return statistics.mean(f["auprc"] for f in figs), statistics.mean(f["ratio"] for f in figs)
+
+    for rec in recipes:
+        mine = [r for r in rows if r["recipe"] == rec and scored_names(r)]  # a run without scores: not in the table
+        cells = []
+        for t in trained:
+            got = [unseen(r) for r in mine if r["held_out"] == t]
+            cells.append(f"{spread([g[0] for g in got])} ({statistics.mean(g[1] for g in got):.1f}x)" if got else "-")
+        per_seed = [statistics.mean(unseen(r)[0] for r in mine if r["seed"] == s)
+                    for s in sorted({r["seed"] for r in mine})
+                    if sum(r["seed"] == s for r in mine) == len(trained)]
+        steps = "/".join(str(round(statistics.mean(got))) if (got := [r["steps"] for r in mine if r["held_out"] == t])
+                         else "-" for t in trained)
+        minutes = [r["train_seconds"] / 60 for r in mine if r.get("train_seconds")]
+        speed = [r["predict_mbp_per_s"] for r in mine if r.get("predict_mbp_per_s")]
+        lines.append(f"| {rec} | " + " | ".join(cells) + f" | {spread(per_seed)} | {steps} | "
+                     f"{spread(minutes, '.1f')} | {sum(r['memorising'] for r in mine)} of {len(mine)} | "
+                     f"{clock(mine)} | {spread(speed, '.2f')} |")
+    lines += eukaryote_lines(rows, recipes)
     return "\n".join(lines) + "\n"
 
 
@@ -254,7 +322,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads of each run (OMP_NUM_THREADS; default: the host's cores / --parallel)")
     p.add_argument("--eukaryotes", action="store_true", help="also score the eukaryotic slices")
-    p.add_argument("--predict-speed", action="store_true", help="also time genolin predict on the held-out genome")
+    p.add_argument("--train-alone", action="store_true",
+                   help="train on each --held-out genome alone and score the other two (instead of leave one out)")
+    p.add_argument("--predict-speed", action="store_true",
+                   help="also time genolin predict on the held-out genome (--train-alone: the first not trained on)")
     p.add_argument("--adapt-steps", type=int, default=0, metavar="N",
                    help="evaluate and predict with --adapt-steps N (test-time adaptation on the scored genomes); "
                         "0: off")

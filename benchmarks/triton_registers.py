@@ -4,7 +4,8 @@ Each kernel is compiled by Triton for the target (default sm_90, Hopper) as geno
 (the tensor-core paths: LOWP), at the tile configs given, and its PTX is assembled with the ptxas that ships with
 Triton (``-v``): registers per thread and bytes of spill stores and loads. Spills are what bound the FAVOR+
 backward kernels (docs/benchmarks.md, "Attention kernels"), so a config can be screened here before it is timed on
-a GPU. Figures depend on the Triton version (the GPU hosts may run another): compare within one run.
+a GPU. Figures depend on the Triton version (the GPU hosts may run another): compare within one run. The
+'default' config is genolin's own (``_config``), so GENOLIN_TRITON_* variables in the environment change it.
 
     python benchmarks/triton_registers.py --maps elu favor --configs 128x8 64x4 32x8 \\
         --out benchmarks/results/triton_registers/sm90
@@ -75,7 +76,11 @@ def compile_one(kernel: str, fmap: str, d: int, m: int, block_n: int, warps: int
         consts["ZDOT"] = warps == 4
     names = fn.arg_names
     signature = {a: "constexpr" if a in consts else arg_type(a) for a in names}
-    src = ASTSource(fn, signature, {(names.index(a),): v for a, v in consts.items() if a in names})
+    # what a launch tells the compiler: pointers and strides divisible by 16 (contiguous bf16 tensors of a head
+    # dimension 64, genolin's own float32 buffers); N, L are not specialised (do_not_specialize), H = 8 is not
+    aligned = [i for i, a in enumerate(names) if a not in consts and (signature[a].startswith("*") or a[0] == "s")]
+    src = ASTSource(fn, signature, {(names.index(a),): v for a, v in consts.items() if a in names},
+                    {(i,): [["tt.divisibility", 16]] for i in aligned})
     opts = {"num_warps": warps, **({"num_stages": stages} if stages else {})}
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,15 +127,16 @@ def main() -> None:
                 print(f"{fmap:6s} {kernel:20s} {block_n:4d} x {warps:2d} warps  {row['registers']:4d} registers  "
                       f"spills {row['spill_stores']:5d} / {row['spill_loads']:5d} bytes", flush=True)
     meta = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "triton": triton.__version__,
-            "genolin": __version__, "arch": f"sm_{args.arch}a", "d": args.d, "m": args.m,
+            "ptxas": subprocess.run([ptxas(), "--version"], capture_output=True, text=True).stdout.strip()
+            .splitlines()[-1], "genolin": __version__, "arch": f"sm_{args.arch}a", "d": args.d, "m": args.m,
             "command": "python benchmarks/triton_registers.py " + " ".join(sys.argv[1:])}
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
         lines = [f"# Triton kernel registers and spills, offline ({meta['date']})", "",
-                 f"Triton {meta['triton']}, target {meta['arch']}, bf16 inputs, D = E = {args.d}, FAVOR+ M = "
-                 f"{args.m}; genolin {__version__}", "", f"`{meta['command']}`", "",
+                 f"Triton {meta['triton']} ({meta['ptxas']}), target {meta['arch']}, bf16 inputs, D = E = "
+                 f"{args.d}, FAVOR+ M = {args.m}; genolin {__version__}", "", f"`{meta['command']}`", "",
                  "| map | kernel | BLOCK_N x warps | registers | spill stores / loads, bytes |",
                  "|---|---|---|---:|---:|"]
         lines += [f"| {r['map']} | {r['kernel']} | {r['block_n']} x {r['warps']}"

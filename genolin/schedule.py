@@ -16,12 +16,17 @@ from genolin.config import TrainConfig
 log = logging.getLogger(__name__)
 
 
+def cosine_progress(step: int, total: int, cfg: TrainConfig) -> float:
+    """The cosine's progress by steps, 0 to 1: the fraction of the post-warm-up steps done of ``total``."""
+    return min(1.0, max(0.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps)))
+
+
 def lr_at(step: int, total: int, cfg: TrainConfig, min_progress: float = 0.0) -> float:
     """Linear warm-up to cfg.lr, then cosine decay to cfg.lr * min_lr_ratio when progress reaches 1: progress is
-    the fraction of the post-warm-up steps done of ``total``, or ``min_progress`` (of a time budget) if larger."""
+    ``cosine_progress``, or ``min_progress`` (of a time budget) if larger."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = max(min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps)), min(1.0, min_progress))
+    progress = max(cosine_progress(step, total, cfg), min(1.0, min_progress))
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
@@ -61,9 +66,8 @@ class Schedule:
         return lr_at(st["step"], self.total, self.cfg, st["progress"])
 
     def steps_progress(self) -> float:
-        """The cosine's progress by steps alone, as lr_at counts it (0 during the warm-up)."""
-        warm = self.cfg.warmup_steps
-        return min(1.0, max(0.0, (self.state["step"] - warm) / max(1, self.total - warm)))
+        """The cosine's progress by steps alone (0 during the warm-up)."""
+        return cosine_progress(self.state["step"], self.total, self.cfg)
 
     def last_lr(self) -> float:
         """The learning rate of the last optimizer step."""
@@ -85,8 +89,8 @@ class Schedule:
             if done < 20 or elapsed + elapsed / done * (self.total - self.state["step"]) <= budget:
                 return 0.0
             self.by_clock = True
-            log.info("at this pace the %d steps would not end within %s min: the schedule follows the clock",
-                     self.total, cfg.max_minutes)
+            log.info("at this pace the %d steps would not end within %s min: the schedule follows the clock "
+                     "wherever it is ahead of the steps", self.total, cfg.max_minutes)
         if self.state["step"] < cfg.warmup_steps:
             return 0.0
         if self.t_cosine is None:

@@ -106,7 +106,7 @@ def test_by_sequence_path_equals_formula_forward_and_backward(fm, padded):
 
 
 @pytest.mark.parametrize("fm", ELEMENTWISE_MAPS)
-def test_elementwise_features_without_autograd_equal_with_and_leave_input(fm):
+def test_elementwise_features_without_autograd_match_with_and_leave_input(fm):
     from genolin.ops import elementwise_features
 
     for dtype, atol in ((torch.float64, 1e-15), (torch.float32, 1e-7)):

@@ -467,3 +467,71 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
     done = subprocess.run([*script, "--merge", str(one), str(two), "--out", str(tmp_path / "m3")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "recipe 'b' has other settings" in done.stderr
+
+
+def test_the_track_recipes_benchmark_tables_runs_trained_on_one_genome(tmp_path):
+    """benchmarks/track_recipes.py --train-alone results: per training genome the mean AUPRC of the two genomes it
+    did not see (mean ± sd over seeds), the mean over a seed's runs, steps per training genome; a file of
+    leave-one-out runs does not merge with them."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    def figures(auprc):
+        return {"g": {"auprc": auprc, "auroc": 0.8, "positive_rate": 0.01, "ratio": auprc / 0.01}}
+
+    def row(trained, seed, steps, a, b, recipe="r"):
+        others = [n for n in ("bacillus", "cjejuni", "ecoli") if n != trained]
+        return {"recipe": recipe, "settings": {}, "held_out": trained, "trained_on": [trained], "seed": seed,
+                "steps": steps, "train_seconds": 120.0, "memorising": seed == 1,
+                others[0]: figures(a), others[1]: figures(b)}
+
+    meta = {"date": "2026-11-27", "cpu": "x86_64", "torch": "2", "genolin": "0.1.0", "command": "c",
+            "args": {"preset": "tiny", "seeds": "0,1", "parallel": 2, "train_alone": True},
+            "recipes": {"r": {}, "q": {"epochs": "14"}}}
+    rows = [row("cjejuni", 0, 700, 0.04, 0.06), row("cjejuni", 1, 700, 0.06, 0.08),
+            row("ecoli", 0, 2000, 0.08, 0.10), row("ecoli", 1, 2000, 0.10, 0.12),
+            row("cjejuni", 0, 650, 0.05, 0.05, recipe="q")]  # q: one run only (the others failed)
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"meta": meta, "rows": rows, "failed": []}))
+    script = [sys.executable, str(REPO / "benchmarks" / "track_recipes.py")]
+    done = subprocess.run([*script, "--merge", str(one), "--out", str(tmp_path / "m")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = (tmp_path / "m.md").read_text()
+    assert "| recipe | trained on cjejuni | trained on ecoli | mean AUPRC | steps |" in text
+    # cjejuni: seed means 0.05, 0.07; ecoli: 0.09, 0.11; a seed's mean over its runs: 0.07, 0.09
+    want = "| r | 0.0600 ± 0.0141 (6.0x) | 0.1000 ± 0.0141 (10.0x) | 0.0800 ± 0.0141 | 700/2000 | 2.0 ± 0.0 | 2 of 4 |"
+    assert want in text and "| q | 0.0500 (5.0x) | - | - | 650/- | 2.0 | 0 of 1 |" in text
+    loo = {"meta": {**meta, "args": {**meta["args"], "train_alone": False}}, "rows": [], "failed": []}
+    (tmp_path / "loo.json").write_text(json.dumps(loo))
+    done = subprocess.run([*script, "--merge", str(one), str(tmp_path / "loo.json"), "--out", str(tmp_path / "m2")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "differ in train_alone" in done.stderr
+
+
+def test_a_resumed_run_handed_to_the_clock_continues_its_cosine_without_a_jump(monkeypatch):
+    """A run resumed at step 60 of 100 whose steps then run too slowly for its budget: the clock takes over where
+    the steps' cosine stands (the learning rate does not jump), leads from then on, and reaches the end of the cosine
+    at the deadline; "progress" is stored only once the clock leads."""
+    import genolin.schedule as sched
+    from genolin.config import TrainConfig
+
+    cfg = TrainConfig(steps=100, warmup_steps=10, max_minutes=1.0)
+    now = [0.0]
+    monkeypatch.setattr(sched.time, "monotonic", lambda: now[0])
+    state = {"step": 60, "progress": 0.0}
+    s = sched.Schedule(cfg, state)
+    s.start(batches_per_epoch=100)
+    lrs = []
+    while state["step"] < 100 and not s.stop_reason():
+        lrs.append((state["step"], s.next_lr(), state["progress"]))
+        state["step"] += 1
+        now[0] += 2.0  # 2 s a step: the 40 steps left would take 80 s of a 60 s budget
+    by_steps = [sched.lr_at(step, 100, cfg) for step, _, _ in lrs]
+    takeover = next(i for i, (_, _, p) in enumerate(lrs) if p > 0)
+    assert s.by_clock and lrs[0][2] == 0 and lrs[takeover - 1][1] == pytest.approx(by_steps[takeover - 1])
+    assert all(lr < want for (_, lr, _), want in zip(lrs[takeover:], by_steps[takeover:], strict=True))  # clock leads
+    assert lrs[takeover - 1][1] - lrs[takeover][1] < 2 * (by_steps[takeover - 1] - by_steps[takeover])  # no jump
+    assert state["step"] < 100 and lrs[-1][2] > 0.9  # stopped by the budget near the cosine's end
