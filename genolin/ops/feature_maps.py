@@ -32,8 +32,8 @@ def elementwise_features(x: torch.Tensor, feature_map: str) -> torch.Tensor:
     x = x.to(acc_dtype(x.dtype))
     if feature_map == "elu":
         # elu(x) + 1: x + 1 for x > 0, exp(x) otherwise (elu never takes exp of a large x). On a CPU without
-        # autograd as exp(min(x, 0)) + max(x, 0): there exp is several times faster than elu's expm1 (0.96 against
-        # 1.25 ms over a strided (16, 2048, 2, 16) q, 2 cores), and exp(x) is the more exact of the two. With
+        # autograd as exp(min(x, 0)) + max(x, 0): there exp is several times faster than elu's expm1
+        # (docs/benchmarks.md, prediction speed on 2 CPU cores), and exp(x) is the more exact of the two. With
         # autograd elu's own backward (the two clamps' gradients would both pass at x = 0); on a GPU (fla's causal
         # path) one fused elu, + 1 in place without autograd
         if torch.is_grad_enabled():
