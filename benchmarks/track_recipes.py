@@ -176,8 +176,8 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     if len(set(keys)) < len(keys):
         sys.exit(f"track_recipes: --merge: a run is in two of {', '.join(paths)}")
     for key in ("preset", "set", "adapt_steps", "eukaryotes", "train_alone"):
-        # (a file from before --train-alone has no such key: False, as a flag's default)
-        if len({json.dumps(m["args"].get(key) or (False if key == "train_alone" else None)) for m in metas}) > 1:
+        # (a file from before --train-alone has no such key: False, the flag's default)
+        if len({json.dumps(m["args"].get(key, False if key == "train_alone" else None)) for m in metas}) > 1:
             sys.exit(f"track_recipes: --merge: the files differ in {key}")
     recipes: dict[str, dict] = {}
     for m in metas:

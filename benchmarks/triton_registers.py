@@ -65,13 +65,13 @@ def ptxas() -> str:
     sys.exit(f"triton_registers: no ptxas under {folder}")
 
 
-def compile_one(kernel: str, fmap: str, d: int, m: int, block_n: int, warps: int, stages: int | None,
-                arch: int) -> dict:
-    """Registers and spill bytes of one kernel at one config."""
+def compile_one(kernel: str, fmap: str, d: int, m: int, cfg: dict, arch: int) -> dict:
+    """Registers and spill bytes of one kernel at one config (``_config``'s dict: tiles, warps, stages)."""
     fn = getattr(lat, kernel)
-    consts = dict(D=d, E=d, M=m, FMAP=lat.FMAPS[fmap], PRECISION="tf32", LOWP=True, FAST=True, BLOCK_N=block_n,
-                  BLOCK_D=max(16, triton.next_power_of_2(d)), BLOCK_E=max(16, triton.next_power_of_2(d)),
-                  BLOCK_M=max(16, triton.next_power_of_2(m)), HAS_MASK=False, ZDOT=True)
+    warps, stages = cfg["num_warps"], cfg.get("num_stages")
+    consts = dict(D=d, E=d, M=m, FMAP=lat.FMAPS[fmap], PRECISION="tf32", LOWP=True, FAST=True,
+                  BLOCK_N=cfg["BLOCK_N"], BLOCK_D=cfg["BLOCK_D"], BLOCK_E=cfg["BLOCK_E"], BLOCK_M=cfg["BLOCK_M"],
+                  HAS_MASK=False, ZDOT=True)
     if kernel == "_state_kernel":  # the forward's tensor-core z sum runs on 4 warps only (_forward_kernels)
         consts["ZDOT"] = warps == 4
     names = fn.arg_names
@@ -116,13 +116,11 @@ def main() -> None:
             for kernel in args.kernels:
                 backward = kernel in ("_query_grad_kernel", "_key_grad_kernel")
                 cfg = lat._config(args.d, args.d, m, backward=backward)
-                if config == "default":
-                    block_n, warps, stages = cfg["BLOCK_N"], cfg["num_warps"], cfg.get("num_stages")
-                else:
-                    block_n, warps = (int(x) for x in config.split("x"))
-                    stages = cfg.get("num_stages")
+                if config != "default":
+                    cfg["BLOCK_N"], cfg["num_warps"] = (int(x) for x in config.split("x"))
+                block_n, warps = cfg["BLOCK_N"], cfg["num_warps"]
                 row = {"map": fmap, "kernel": kernel, "config": config, "block_n": block_n, "warps": warps,
-                       "stages": stages, **compile_one(kernel, fmap, args.d, m, block_n, warps, stages, args.arch)}
+                       "stages": cfg.get("num_stages"), **compile_one(kernel, fmap, args.d, m, cfg, args.arch)}
                 rows.append(row)
                 print(f"{fmap:6s} {kernel:20s} {block_n:4d} x {warps:2d} warps  {row['registers']:4d} registers  "
                       f"spills {row['spill_stores']:5d} / {row['spill_loads']:5d} bytes", flush=True)
