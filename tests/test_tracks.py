@@ -454,7 +454,17 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
     assert [(r["recipe"], r["seed"]) for r in result["rows"]] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
     assert result["meta"]["args"]["seeds"] == "0,1" and result["meta"]["command"] == "first ; second"
     assert [c["command"] for c in result["meta"]["calls"]] == ["first", "second"]
-    assert result["failed"] == [{"run": ["b", "cjejuni", 0], "error": "failed (1)"}]
+    assert result["failed"] == [{"run": ["b", "cjejuni", 0], "error": "failed (1)"}] and result["meta"]["rerun"] == 0
+    # a failure that a later file reran is dropped, and counted
+    rerun = tmp_path / "rerun.json"
+    cj = {**row("b", 0, 0.08, False), "held_out": "cjejuni"}
+    cj["cjejuni"] = {"C": cj.pop("ecoli")["NC_000913.3"]}
+    rerun.write_text(json.dumps({"meta": meta("0", "third"), "rows": [cj], "failed": []}))
+    done = subprocess.run([*script, "--merge", str(one), str(two), str(rerun), "--out", str(tmp_path / "m4")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "m4.json").read_text())
+    assert result["failed"] == [] and result["meta"]["rerun"] == 1 and len(result["rows"]) == 5
     text = (tmp_path / "m.md").read_text()
     assert "| a | 0.0600 ± 0.0141 (6.0x) | 0.0600 ± 0.0141 |" in text and "| 1 of 2 (1 ?) |" in text
     assert "| b | 0.0800 ± 0.0141 (8.0x) |" in text and "| 0 of 2 |" in text
