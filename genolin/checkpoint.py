@@ -35,6 +35,7 @@ from genolin import __version__
 from genolin.config import FORMAT, TASKS, DataSpec, TrainConfig, migrate_run_config
 from genolin.errors import InputError
 from genolin.io.atomic import atomic_path, write_json
+from genolin.peaks import MAX_CALLS_PER_MBP
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -116,8 +117,8 @@ def _check_encoder(train: TrainConfig, task: str, state: dict) -> None:
 
 
 def _check_task_state(state: dict) -> None:
-    """ValueError unless classes are names, pos_weight / max_train_bp positive numbers and tss_per_mbp a finite
-    number >= 0 (or absent / null),
+    """ValueError unless classes are names, pos_weight / max_train_bp positive numbers and tss_per_mbp a number
+    from 0 to MAX_CALLS_PER_MBP (or absent / null),
     train_contigs [name, length, bp trained from its start] triples and circular_contigs [name, length] pairs (each
     or absent / null)."""
     classes = state.get("classes", [])
@@ -129,7 +130,7 @@ def _check_task_state(state: dict) -> None:
             raise ValueError(f"{key} is {value!r}")
     density = state.get("tss_per_mbp")  # 0: training genomes without TSSs
     if density is not None and (isinstance(density, bool) or not isinstance(density, int | float)
-                                or not 0 <= density < float("inf")):
+                                or not 0 <= density <= MAX_CALLS_PER_MBP):
         raise ValueError(f"tss_per_mbp is {density!r}")
     contigs = state.get("train_contigs") or []
     if not isinstance(contigs, list) or not all(_contig_triple(c) for c in contigs):

@@ -184,6 +184,9 @@ class DensityCut:
         return sorted(best[:self.k])
 
 
+MAX_CALLS_PER_MBP = 1e6  # a call at every base: a density of calls beyond it means nothing (and overflows counts)
+
+
 def density_quotas(sizes, per_mbp: float) -> list[int]:
     """Calls for each stretch of ``sizes`` bp, in order, at ``per_mbp`` per Mbp: the running total rounded, so the
     counts add up to the whole's and short contigs share in proportion (at 500 per Mbp a 900-bp contig gets 0 or 1
@@ -209,5 +212,5 @@ def resolvable_density(positions: list[np.ndarray], bp: int, min_distance_bp: in
     return n / max(bp, 1) * 1e6
 
 
-__all__ = ["DensityCut", "PeakCaller", "StrandedPeaks", "density_quotas", "resolvable_density", "small_circle_calls",
-           "window_max"]
+__all__ = ["MAX_CALLS_PER_MBP", "DensityCut", "PeakCaller", "StrandedPeaks", "density_quotas", "resolvable_density",
+           "small_circle_calls", "window_max"]

@@ -214,6 +214,19 @@ def test_track_train_predict_evaluate(tmp_path, genome_small):
     assert r.exit_code == 0, r.output
     old = json.loads((tmp_path / "ev_old" / "metrics.json").read_text())["calls"]
     assert old["threshold"] == stored and old["density"] is None
+    # a density beyond one call per base, kept in the run or given, is bad input (it overflowed the call counts)
+    r = run("predict", "--model", out, "--fasta", genome_small / "g.fa", "--out", tmp_path / "huge", "--calls-per-mbp",
+            "1e308")
+    assert r.exit_code == 2 and "--calls-per-mbp" in r.output and not list(tmp_path.glob("huge*")), r.output
+    (out / "config.json").write_text(json.dumps({**config, "tss_per_mbp": 1e308}))
+    r = run("predict", "--model", out, "--fasta", genome_small / "g.fa", "--out", tmp_path / "huge")
+    assert r.exit_code == 1 and "config.json" in r.output and "tss_per_mbp" in r.output, r.output
+    assert "Traceback" not in r.output and "internal error" not in r.output and not list(tmp_path.glob("huge*"))
+    (out / "config.json").write_text(json.dumps({**config, "tss_per_mbp": 1e6}))
+    r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
+            "--out", tmp_path / "ev_max", "--whole-genome")  # the largest density allowed: every local maximum
+    assert r.exit_code == 0, r.output
+    (out / "config.json").write_text(json.dumps(config))
     r = run("evaluate", "--model", out, "--fasta", genome_small / "g.fa", "--tss", genome_small / "tss.bed",
             "--out", tmp_path / "ev2", "--held-out")
     assert r.exit_code == 0, r.output
