@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import click
 
-from genolin.peaks import MAX_CALLS_PER_MBP
-
 
 def averaging_options(command):
     """``--rc-average/--no-rc-average`` and ``--shift-average N``; both default to None, which ``Run.rc_average``
@@ -49,11 +47,21 @@ def window_option(command):
              "window].")(command)
 
 
+def _density(ctx, param, value: float | None) -> float | None:
+    """At most one call per base (``genolin.peaks.MAX_CALLS_PER_MBP``); imported here, when the option is given,
+    so that parsing the command line does not load numpy."""
+    if value is not None:
+        from genolin.peaks import MAX_CALLS_PER_MBP
+
+        if value > MAX_CALLS_PER_MBP:
+            raise click.BadParameter(f"{value:g} is above {MAX_CALLS_PER_MBP:g}, a call at every base")
+    return value
+
+
 def calls_option(command):
     """``--calls-per-mbp N`` (None: the run's training TSS density, or its threshold; ``Run.call_density``)."""
     return click.option(
-        "--calls-per-mbp", type=click.FloatRange(min=0, min_open=True, max=MAX_CALLS_PER_MBP), default=None,
-        metavar="N",
+        "--calls-per-mbp", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N", callback=_density,
         help="Track: call each contig's N x Mbp most probable local maxima [default: the training genomes' TSSs "
              "per Mbp, 100 bp apart, as the run kept it; runs from before it was kept: the local maxima at or "
              "above their threshold chosen on validation (max F1)].")(command)
