@@ -232,6 +232,18 @@ def eukaryote_lines(rows: list[dict], recipes: list[str]) -> list[str]:
     return lines
 
 
+COST_COLUMNS = "train min | memorising | by clock | predict Mbp/s |"
+
+
+def cost_cells(mine: list[dict]) -> str:
+    """The COST_COLUMNS cells of a recipe's runs: training minutes and predict's speed (mean ± sd), how many runs
+    memorised and how many followed the clock."""
+    minutes = [r["train_seconds"] / 60 for r in mine if r.get("train_seconds")]
+    speed = [r["predict_mbp_per_s"] for r in mine if r.get("predict_mbp_per_s")]
+    return (f"{spread(minutes, '.1f')} | {sum(r['memorising'] for r in mine)} of {len(mine)} | {clock(mine)} | "
+            f"{spread(speed, '.2f')} |")
+
+
 def tables(rows: list[dict], meta: dict) -> str:
     recipes = list(dict.fromkeys(r["recipe"] for r in rows))
     held = list(dict.fromkeys(r["held_out"] for r in rows))
@@ -239,8 +251,8 @@ def tables(rows: list[dict], meta: dict) -> str:
              "Held-out genome: pooled AUPRC over both strands of 50-bp bins (RC-averaged), mean ± sd over seeds (x the "
              "positive rate). Mean: the mean over genomes, ± its sd over seeds (the noise level). Calls: precision / "
              "recall within 20 and 100 bp, mean over genomes and seeds.", "",
-             "| recipe | " + " | ".join(held) + " | mean AUPRC | min ratio | P/R 20 bp | P/R 100 bp | train min | "
-             "memorising | by clock | predict Mbp/s |", "|---|" + "---:|" * (len(held) + 8)]
+             "| recipe | " + " | ".join(held) + " | mean AUPRC | min ratio | P/R 20 bp | P/R 100 bp | " + COST_COLUMNS,
+             "|---|" + "---:|" * (len(held) + 8)]
     for rec in recipes:
         mine = [r for r in rows if r["recipe"] == rec]
         cells, ratios = [], []
@@ -261,13 +273,9 @@ def tables(rows: list[dict], meta: dict) -> str:
             vals = [f[key] for f in firsts if f.get(key) is not None]
             return f"{statistics.mean(vals):.3f}" if vals else "-"
 
-        minutes = [r["train_seconds"] / 60 for r in mine if r.get("train_seconds")]
-        speed = [r["predict_mbp_per_s"] for r in mine if r.get("predict_mbp_per_s")]
         lines.append(f"| {rec} | " + " | ".join(cells) + f" | {spread(per_seed)} | {min(ratios):.1f}x | "
                      f"{mean_of('precision_20bp')} / {mean_of('recall_20bp')} | {mean_of('precision_100bp')} / "
-                     f"{mean_of('recall_100bp')} | {spread(minutes, '.1f')} | "
-                     f"{sum(r['memorising'] for r in mine)} of {len(mine)} | {clock(mine)} | "
-                     f"{spread(speed, '.2f')} |")
+                     f"{mean_of('recall_100bp')} | " + cost_cells(mine))
     lines += eukaryote_lines(rows, recipes)
     return "\n".join(lines) + "\n"
 
@@ -282,8 +290,8 @@ def alone_tables(rows: list[dict], meta: dict) -> str:
              "Column: the one training genome; cell: the mean AUPRC (pooled over both strands, 50-bp bins, "
              "RC-averaged) of the two genomes it did not see, mean ± sd over seeds (x the positive rate, mean over "
              "the two). Mean: over a seed's runs, ± sd over seeds (the noise level).", "",
-             "| recipe | " + " | ".join(f"trained on {t}" for t in trained) + " | mean AUPRC | steps | train min | "
-             "memorising | by clock | predict Mbp/s |", "|---|" + "---:|" * (len(trained) + 6)]
+             "| recipe | " + " | ".join(f"trained on {t}" for t in trained) + " | mean AUPRC | steps | " + COST_COLUMNS,
+             "|---|" + "---:|" * (len(trained) + 6)]
 
     def unseen(r: dict) -> tuple[float, float]:  # (mean AUPRC, mean ratio) over the genomes r did not train on
         figs = [held_out_figures(r, n) for n in scored_names(r)]
@@ -300,11 +308,7 @@ def alone_tables(rows: list[dict], meta: dict) -> str:
                     if sum(r["seed"] == s for r in mine) == len(trained)]
         steps = "/".join(str(round(statistics.mean(got))) if (got := [r["steps"] for r in mine if r["held_out"] == t])
                          else "-" for t in trained)
-        minutes = [r["train_seconds"] / 60 for r in mine if r.get("train_seconds")]
-        speed = [r["predict_mbp_per_s"] for r in mine if r.get("predict_mbp_per_s")]
-        lines.append(f"| {rec} | " + " | ".join(cells) + f" | {spread(per_seed)} | {steps} | "
-                     f"{spread(minutes, '.1f')} | {sum(r['memorising'] for r in mine)} of {len(mine)} | "
-                     f"{clock(mine)} | {spread(speed, '.2f')} |")
+        lines.append(f"| {rec} | " + " | ".join(cells) + f" | {spread(per_seed)} | {steps} | " + cost_cells(mine))
     lines += eukaryote_lines(rows, recipes)
     return "\n".join(lines) + "\n"
 
