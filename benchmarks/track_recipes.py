@@ -167,8 +167,9 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     """The rows, failures and meta of several result files of one preset (runs split over several calls) as one
     result: the first file's meta with every file's command and arguments (``calls``), the recipes and the seeds.
     A (recipe, genome, seed) found twice, a recipe named alike with other settings, or files of other presets,
-    settings for every run (--set), adaptation or eukaryotic scoring are errors. A failure whose run another file
-    holds (a rerun) is dropped; the meta counts those as ``rerun``."""
+    settings for every run (--set) or adaptation are errors. Files with and without --eukaryotes merge: the slices'
+    table lists the recipes scored on them. A failure whose run another file holds (a rerun) is dropped; the meta
+    counts those as ``rerun``."""
     files = [json.loads(Path(f).read_text()) for f in paths]
     rows = [r for f in files for r in f["rows"]]
     metas = [f["meta"] for f in files]
@@ -177,7 +178,7 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
         sys.exit(f"track_recipes: --merge: a run is in two of {', '.join(paths)}")
     failures = [x for f in files for x in f.get("failed", [])]
     failed = [x for x in failures if tuple(x["run"]) not in set(keys)]
-    for key in ("preset", "set", "adapt_steps", "eukaryotes", "train_alone"):
+    for key in ("preset", "set", "adapt_steps", "train_alone"):
         # (a file from before --train-alone has no such key: False, the flag's default)
         if len({json.dumps(m["args"].get(key, False if key == "train_alone" else None)) for m in metas}) > 1:
             sys.exit(f"track_recipes: --merge: the files differ in {key}")
@@ -190,7 +191,8 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
             "calls": [{"date": m["date"], "command": m["command"], "args": m["args"]} for m in metas],
             "recipes": recipes, "rerun": len(failures) - len(failed)}
     meta["args"] = {**metas[0]["args"], "seeds": ",".join(map(str, sorted({int(r["seed"]) for r in rows}))),
-                    "parallel": "/".join(str(m["args"]["parallel"]) for m in metas)}
+                    "parallel": "/".join(str(m["args"]["parallel"]) for m in metas),
+                    "eukaryotes": any(m["args"].get("eukaryotes") for m in metas)}
     return rows, failed, meta
 
 

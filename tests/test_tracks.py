@@ -425,7 +425,8 @@ def test_the_track_recipes_benchmark_runs_end_to_end(tmp_path):
 def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
     """benchmarks/track_recipes.py --merge: the rows of two result files of one preset as one table, seeds and
     commands joined, failures kept, the runs whose schedule followed the clock counted ("?" where a file did not
-    record it); a run found in both files, or a recipe named alike with other settings, is an error."""
+    record it); a file scored on the eukaryotic slices merges with one that was not (the slices' table lists the
+    recipes scored on them); a run found in both files, or a recipe named alike with other settings, is an error."""
     import subprocess
     import sys
 
@@ -442,7 +443,11 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
                 "args": {"preset": "base", "seeds": seeds, "parallel": 2}, "recipes": {"a": {}, "b": {"steps": "5"}}}
 
     one, two = tmp_path / "one.json", tmp_path / "two.json"
-    one.write_text(json.dumps({"meta": meta("0", "first"), "rows": [row("a", 0, 0.05, True), row("b", 0, 0.07, False)],
+    slices = {"A.thaliana": {"auprc": 0.008, "ratio": 1.0}}
+    first = meta("0", "first")
+    first["args"]["eukaryotes"] = True
+    one.write_text(json.dumps({"meta": first, "rows": [{**row("a", 0, 0.05, True), "eukaryotes": slices},
+                                                       {**row("b", 0, 0.07, False), "eukaryotes": slices}],
                                "failed": [{"run": ["b", "cjejuni", 0], "error": "failed (1)"}]}))
     two.write_text(json.dumps({"meta": meta("1", "second"), "rows": [row("a", 1, 0.07, None), row("b", 1, 0.09, False)],
                                "failed": []}))
@@ -468,6 +473,7 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
     text = (tmp_path / "m.md").read_text()
     assert "| a | 0.0600 ± 0.0141 (6.0x) | 0.0600 ± 0.0141 |" in text and "| 1 of 2 (1 ?) |" in text
     assert "| b | 0.0800 ± 0.0141 (8.0x) |" in text and "| 0 of 2 |" in text
+    assert "| a | 0.0080 (1.0x) |" in text and result["meta"]["args"]["eukaryotes"] is True
     done = subprocess.run([*script, "--merge", str(one), str(one), "--out", str(tmp_path / "m2")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "a run is in two of" in done.stderr and not (tmp_path / "m2.json").exists()
