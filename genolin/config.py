@@ -214,9 +214,10 @@ PRESETS: dict[str, dict[str, dict]] = {
                               ema_decay=LONG_EMA, model=dict(mixer="hybrid", checkpoint_mlp=True, **LONG_HEAD)),
         # 8 windows x 2,250 steps (18,000 windows): on held-out genomes (three seeds) level with 8 x 4,500 at half
         # its training and without its memorisation, ahead of 32 x 3,000 and of the 32 x 18,000 before
-        # (docs/benchmarks.md, "base preset: recipes at base size" and "steps, batch and model size"). One base in
-        # ten substituted at random while training: ahead on every held-out genome and seed, and of 0.05 and 0.2
-        # ("base preset: random mutations")
+        # (docs/benchmarks.md, "base preset: recipes at base size" and "steps, batch and model size"). Each base
+        # of a training window redrawn at random with probability 0.1 (about 1 in 13 changed): ahead of no mutations
+        # on every held-out genome and seed, and of 0.05 and 0.2 on the mean at every seed ("base preset: random
+        # mutations")
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=8, steps=2_250, mutate_prob=0.1,
                       val_every_steps=1000, lr=1e-3,
                       warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),
