@@ -68,8 +68,8 @@ class TrainConfig:
     mlm_weight: float = 0.0
     mlm_prob: float = 0.15
     max_shift_bp: int = 3  # sequence task: up to this many leading bases dropped at random
-    # sequence task: each A/C/G/T of a training sequence replaced, with this probability, by one of the four drawn
-    # at random (itself a quarter of the time): EvoAug-style substitutions; 0: off
+    # each A/C/G/T of a training sequence (sequence task) or window (track task) replaced, with this probability,
+    # by one of the four drawn at random (itself a quarter of the time): EvoAug-style substitutions; 0: off
     mutate_prob: float = 0.0
     # sequence task: each training sequence cropped around its centre to a length drawn log-uniformly from
     # crop_min_bp to L ** u_max * crop_min_bp ** (1 - u_max), L its length and u_max rising from 0 to 1 over the

@@ -332,6 +332,17 @@ def describe_model(cfg: TrainConfig) -> str:
     return f"{blocks}{', recomputed in backward' if m.checkpointing else ''}; {head}; {kmer}{crops}{average}"
 
 
+def describe_training(cfg: TrainConfig) -> str:
+    """The schedule and what is drawn at random into the training inputs, in one line."""
+    plan = f"{cfg.steps:,} steps" if cfg.steps else f"{cfg.epochs} epochs"
+    limit = f", {cfg.max_minutes:g} min at most" if cfg.max_minutes else ""
+    drawn = [f"reverse complements (rc_prob {cfg.rc_prob:g})"] * bool(cfg.rc_prob) + \
+        [f"bases redrawn at random (mutate_prob {cfg.mutate_prob:g})"] * bool(cfg.mutate_prob) + \
+        [f"a masked-token term (mlm_weight {cfg.mlm_weight:g})"] * bool(cfg.mlm_weight)
+    return (f"batches of {cfg.batch_size}, {plan}{limit}, lr {cfg.lr:g}; "
+            + (", ".join(drawn) if drawn else "no reverse complements or mutations"))
+
+
 def train(cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, device: str = "auto",
           resume: bool = False, progress: bool | None = None) -> dict:
     """Train (or continue) a run; returns a summary. The run directory is described in genolin.checkpoint. A new
@@ -364,6 +375,7 @@ def _train(trainer: Trainer, spec: DataSpec) -> dict:
         log.info("genolin %s: %s task, %s parameters, device %s, %d process(es)", __version__, spec.task,
                  f"{trainer.model.n_parameters():,}", trainer.device, trainer.dist.world)
         log.info("model: %s", describe_model(trainer.cfg))
+        log.info("training: %s", describe_training(trainer.cfg))
         summary = trainer.fit()
     finally:
         if handler is not None:

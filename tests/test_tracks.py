@@ -320,7 +320,9 @@ def test_clock_takes_over_the_schedule_only_when_steps_would_overrun(tmp_path, t
     wa, wb = load_tensors(tmp_path / "free" / "model.safetensors")[0], load_tensors(tmp_path / "fits" /
                                                                                      "model.safetensors")[0]
     assert all(np.array_equal(wa[k].numpy(), wb[k].numpy()) for k in wa)
-    assert "follows the clock" not in (tmp_path / "fits" / "train.log").read_text()
+    fits = (tmp_path / "fits" / "train.log").read_text()
+    assert "follows the clock" not in fits
+    assert "training: batches of 2, 40 steps, 1 min at most, lr 0.002; reverse complements (rc_prob 0.5)" in fits
     monkeypatch.setattr(train_mod.time, "monotonic", fake_clock(0.6))  # about 2 s a step: 40 steps overrun 60 s
     assert run("train", *common, "--max-minutes", 1, "--out", tmp_path / "late").exit_code == 0
     log = (tmp_path / "late" / "train.log").read_text()
@@ -551,3 +553,23 @@ def test_a_resumed_run_handed_to_the_clock_continues_its_cosine_without_a_jump(m
     assert all(lr < want for (_, lr, _), want in zip(lrs[takeover:], by_steps[takeover:], strict=True))  # clock leads
     assert lrs[takeover - 1][1] - lrs[takeover][1] < 2 * (by_steps[takeover - 1] - by_steps[takeover])  # no jump
     assert state["step"] < 100 and lrs[-1][2] > 0.9  # stopped by the budget near the cosine's end
+
+
+def test_the_run_log_states_the_schedule_and_what_is_drawn_into_the_inputs():
+    """describe_training (the run log's "training:" line): batch, steps or epochs, the time limit, lr, and the
+    random reverse complements, base substitutions and masked-token term a run trains with; base's track preset
+    redraws bases (mutate_prob 0.1), small's and tiny's do not."""
+    from genolin.config import TrainConfig, make_config
+    from genolin.train import describe_training
+
+    drawn = TrainConfig(steps=None, epochs=3, batch_size=4, lr=1e-3, rc_prob=0, mutate_prob=0.1, mlm_weight=0.05)
+    assert describe_training(drawn) == ("batches of 4, 3 epochs, lr 0.001; bases redrawn at random (mutate_prob 0.1), "
+                                        "a masked-token term (mlm_weight 0.05)")
+    plain = TrainConfig(steps=2250, batch_size=8, lr=1e-3, max_minutes=15, rc_prob=0)
+    assert describe_training(plain) == ("batches of 8, 2,250 steps, 15 min at most, lr 0.001; no reverse complements "
+                                        "or mutations")
+    assert make_config("track", "base").mutate_prob == 0.1
+    assert make_config("track", "small").mutate_prob == make_config("track", "tiny").mutate_prob == 0
+    base = describe_training(make_config("track", "base"))
+    assert base == ("batches of 8, 2,250 steps, 15 min at most, lr 0.001; reverse complements (rc_prob 0.5), bases "
+                    "redrawn at random (mutate_prob 0.1)")
