@@ -61,14 +61,19 @@ def gff_starts_bed(gff: Path, fasta: Path, out: Path) -> Path:
 
 
 def run(cmd: list[str], log: Path, env: dict | None = None) -> float:
-    """Run ``cmd`` (in ``env``, default this process's) with its output appended to ``log``; its wall seconds."""
+    """Run ``cmd`` (in ``env``, default this process's) with its output appended to ``log``; its wall seconds. A
+    failure's error ends with the last line the command wrote, so a result file says why without its log."""
     with open(log, "a") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        t0 = time.monotonic()
+        start, t0 = fh.tell(), time.monotonic()
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
     if proc.returncode:
-        raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
+        with open(log, "rb") as fh:
+            fh.seek(start)
+            said = [line for line in fh.read().decode(errors="replace").splitlines() if line.strip()]
+        raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}"
+                           + (f": {said[-1].strip()[:300]}" if said else ""))
     return time.monotonic() - t0
 
 

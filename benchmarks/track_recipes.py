@@ -166,18 +166,24 @@ def clock(rows: list[dict]) -> str:
 def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     """The rows, failures and meta of several result files of one preset (runs split over several calls) as one
     result: the first file's meta with every file's command and arguments (``calls``), the recipes and the seeds.
-    A (recipe, genome, seed) found twice, a recipe named alike with other settings, or files of other presets,
-    settings for every run (--set) or adaptation are errors. Files with and without --eukaryotes merge: the slices'
-    table lists the recipes scored on them. A failure whose run another file holds (a rerun) is dropped; the meta
-    counts those as ``rerun``."""
+    A (recipe, genome, seed) found twice is kept once if both give the same results, all but the training time
+    (a deterministic run repeated as a baseline in a later call; the meta counts those as ``repeated``), and is an
+    error otherwise. A recipe named alike with other settings, or files of other presets, settings for every run
+    (--set) or adaptation are errors. Files with and without --eukaryotes merge: the slices' table lists the recipes
+    scored on them. A failure whose run another file holds (a rerun) is dropped; the meta counts those as
+    ``rerun``."""
     files = [json.loads(Path(f).read_text()) for f in paths]
-    rows = [r for f in files for r in f["rows"]]
     metas = [f["meta"] for f in files]
-    keys = [(r["recipe"], r["held_out"], r["seed"]) for r in rows]
-    if len(set(keys)) < len(keys):
-        sys.exit(f"track_recipes: --merge: a run is in two of {', '.join(paths)}")
+    kept: dict[tuple, dict] = {}
+    for r in (r for f in files for r in f["rows"]):
+        first = kept.setdefault((r["recipe"], r["held_out"], r["seed"]), r)
+        if first is not r and ({k: v for k, v in first.items() if k != "train_seconds"}
+                               != {k: v for k, v in r.items() if k != "train_seconds"}):
+            sys.exit(f"track_recipes: --merge: run {r['recipe']} {r['held_out']} seed {r['seed']} gives other results "
+                     f"in two of {', '.join(paths)}")
+    rows, keys = list(kept.values()), set(kept)
     failures = [x for f in files for x in f.get("failed", [])]
-    failed = [x for x in failures if tuple(x["run"]) not in set(keys)]
+    failed = [x for x in failures if tuple(x["run"]) not in keys]
     for key in ("preset", "set", "adapt_steps", "train_alone"):
         # (a file from before --train-alone has no such key: False, the flag's default)
         if len({json.dumps(m["args"].get(key, False if key == "train_alone" else None)) for m in metas}) > 1:
@@ -189,7 +195,8 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
                 sys.exit(f"track_recipes: --merge: recipe {name!r} has other settings in another file")
     meta = {**metas[0], "command": " ; ".join(m["command"] for m in metas), "merged": [Path(f).name for f in paths],
             "calls": [{"date": m["date"], "command": m["command"], "args": m["args"]} for m in metas],
-            "recipes": recipes, "rerun": len(failures) - len(failed)}
+            "recipes": recipes, "rerun": len(failures) - len(failed),
+            "repeated": sum(len(f["rows"]) for f in files) - len(rows)}
     meta["args"] = {**metas[0]["args"], "seeds": ",".join(map(str, sorted({int(r["seed"]) for r in rows}))),
                     "parallel": "/".join(str(m["args"]["parallel"]) for m in metas),
                     "eukaryotes": any(m["args"].get("eukaryotes") for m in metas)}

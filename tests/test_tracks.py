@@ -428,7 +428,8 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
     """benchmarks/track_recipes.py --merge: the rows of two result files of one preset as one table, seeds and
     commands joined, failures kept, the runs whose schedule followed the clock counted ("?" where a file did not
     record it); a file scored on the eukaryotic slices merges with one that was not (the slices' table lists the
-    recipes scored on them); a run found in both files, or a recipe named alike with other settings, is an error."""
+    recipes scored on them); a run found in both files is kept once when both give the same results (a repeated
+    deterministic run) and is an error otherwise, as is a recipe named alike with other settings."""
     import subprocess
     import sys
 
@@ -476,15 +477,51 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
     assert "| a | 0.0600 ± 0.0141 (6.0x) | 0.0600 ± 0.0141 |" in text and "| 1 of 2 (1 ?) |" in text
     assert "| b | 0.0800 ± 0.0141 (8.0x) |" in text and "| 0 of 2 |" in text
     assert "| a | 0.0080 (1.0x) |" in text and result["meta"]["args"]["eukaryotes"] is True
-    done = subprocess.run([*script, "--merge", str(one), str(one), "--out", str(tmp_path / "m2")],
+    # the same run again, only slower: kept once and counted; with another score: an error, nothing written
+    again = tmp_path / "again.json"
+    again.write_text(json.dumps({"meta": meta("1", "fourth"), "rows": [{**row("a", 1, 0.07, None),
+                                                                        "train_seconds": 90.0}], "failed": []}))
+    done = subprocess.run([*script, "--merge", str(one), str(two), str(again), "--out", str(tmp_path / "m5")],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and "a run is in two of" in done.stderr and not (tmp_path / "m2.json").exists()
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "m5.json").read_text())
+    assert len(result["rows"]) == 4 and result["meta"]["repeated"] == 1
+    assert [r["train_seconds"] for r in result["rows"]] == [60.0] * 4
+    again.write_text(json.dumps({"meta": meta("1", "fourth"), "rows": [row("a", 1, 0.071, None)], "failed": []}))
+    done = subprocess.run([*script, "--merge", str(one), str(two), str(again), "--out", str(tmp_path / "m2")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "run a ecoli seed 1 gives other results" in done.stderr
+    assert not (tmp_path / "m2.json").exists()
     other = json.loads(two.read_text())
     other["meta"]["recipes"]["b"] = {"steps": "6"}
     two.write_text(json.dumps(other))
     done = subprocess.run([*script, "--merge", str(one), str(two), "--out", str(tmp_path / "m3")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "recipe 'b' has other settings" in done.stderr
+
+
+def test_a_benchmark_run_that_fails_says_why_without_its_log(tmp_path):
+    """benchmarks/promoter_tracks.run (the track benchmarks' commands): a failed command's error names the command,
+    its log and the last line it wrote, so a result file's "failed" entry says why after the log is gone."""
+    import importlib.util
+    import sys
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("promoter_tracks", REPO / "benchmarks" / "promoter_tracks.py")
+    tracks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tracks)
+    log = tmp_path / "log.txt"
+    assert tracks.run([sys.executable, "-c", "print('first')"], log) >= 0
+    code = "import sys; print('loading'); print('error: CUDA out of memory', file=sys.stderr); sys.exit(3)"
+    with pytest.raises(RuntimeError) as err:
+        tracks.run([sys.executable, "-c", code], log)
+    said = str(err.value)
+    assert said.startswith("failed (3): ") and said.endswith(f"see {log}: error: CUDA out of memory")
+    with pytest.raises(RuntimeError) as err:  # a command that wrote nothing: nothing of the earlier ones is quoted
+        tracks.run([sys.executable, "-c", "raise SystemExit(2)"], log)
+    assert str(err.value).endswith(f"see {log}")
+    assert log.read_text().count("$ ") == 3 and "first" in log.read_text()
 
 
 def test_the_track_recipes_benchmark_tables_runs_trained_on_one_genome(tmp_path):
@@ -557,8 +594,8 @@ def test_a_resumed_run_handed_to_the_clock_continues_its_cosine_without_a_jump(m
 
 def test_the_run_log_states_the_schedule_and_what_is_drawn_into_the_inputs():
     """describe_training (the run log's "training:" line): batch, steps or epochs, the time limit, lr, and the
-    random reverse complements, base substitutions and masked-token term a run trains with; base's track preset
-    redraws bases (mutate_prob 0.1), small's and tiny's do not."""
+    random reverse complements, base substitutions and masked-token term a run trains with; base's and small's track
+    presets redraw bases (mutate_prob 0.1), tiny's does not."""
     from genolin.config import TrainConfig, make_config
     from genolin.train import describe_training
 
@@ -569,7 +606,7 @@ def test_the_run_log_states_the_schedule_and_what_is_drawn_into_the_inputs():
     assert describe_training(plain) == ("batches of 8, 2,250 steps, 15 min at most, lr 0.001; no reverse complements "
                                         "or mutations")
     assert make_config("track", "base").mutate_prob == 0.1
-    assert make_config("track", "small").mutate_prob == make_config("track", "tiny").mutate_prob == 0
+    assert make_config("track", "small").mutate_prob == 0.1 and make_config("track", "tiny").mutate_prob == 0
     base = describe_training(make_config("track", "base"))
-    assert base == ("batches of 8, 2,250 steps, 15 min at most, lr 0.001; reverse complements (rc_prob 0.5), bases "
+    assert base == ("batches of 8, 4,500 steps, 15 min at most, lr 0.001; reverse complements (rc_prob 0.5), bases "
                     "redrawn at random (mutate_prob 0.1)")
