@@ -211,11 +211,17 @@ def run_attention_benchmark(
                     repeats=repeats, favor_features=favor_features, window=window, chunk_size=chunk_size,
                     softmax_max_n=softmax_max_n, input_scale=input_scale, seed=seed)
     result = {"meta": {**_meta(dev, **settings), "complete": False}, "rows": []}
-    for i, n in enumerate(lengths):
-        result["rows"] += _rows_for_length(n, variants, dev, backward=backward, **settings)
-        result["meta"]["complete"] = i == len(lengths) - 1
-        if on_length is not None:
-            on_length(result)
+    # every CPU measurement starts with a full collection; objects alive before the run are not the run's garbage,
+    # and setting them aside keeps a collection in a process holding many (a test session) at milliseconds
+    gc.freeze()
+    try:
+        for i, n in enumerate(lengths):
+            result["rows"] += _rows_for_length(n, variants, dev, backward=backward, **settings)
+            result["meta"]["complete"] = i == len(lengths) - 1
+            if on_length is not None:
+                on_length(result)
+    finally:
+        gc.unfreeze()
     return result
 
 

@@ -237,6 +237,7 @@ def test_track_regions_ism_bigwig_and_gradients(tmp_path, track_run, context):
     assert sal["up"].shape == (301, 4) and np.isfinite(sal["up"]).all()
 
 
+@pytest.mark.slow  # predict then ISM of every call: about 10 s
 def test_predicted_peaks_are_explained_around_their_centres(tmp_path, track_run):
     """predict's peaks.bed (one-bin calls) as explain --regions: each call widened to its centre +- 100 bp
     (clipped at the contig's start) and seen inside a training window of context, the explained bin the call's

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import GUE_TATA, REPO
 
 SCRIPT = r"""
@@ -47,6 +48,7 @@ print("OK")
 """
 
 
+@pytest.mark.slow  # a fresh interpreter imports every module, trains and predicts: about 10 s
 def test_genolin_runs_without_triton(tmp_path):
     data = tmp_path / "data"
     data.mkdir()

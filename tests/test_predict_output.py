@@ -333,8 +333,11 @@ def four_contigs(tmp_path_factory, two_contigs):
     return d / "g.fa", {**two_contigs[1], **{c: len(s) for c, s in extra.items()}}
 
 
-@pytest.mark.parametrize("genome, fmt, ranks", [("two_contigs", "bedgraph", 2), ("four_contigs", "bedgraph", 2),
-                                                ("four_contigs", "bigwig", 2), ("two_contigs", "bedgraph", 3)])
+# about 10 s each (a torchrun of two or three processes): the default run keeps two cases, the slow run the others
+@pytest.mark.parametrize("genome, fmt, ranks", [
+    ("two_contigs", "bedgraph", 2), ("four_contigs", "bigwig", 2),
+    pytest.param("four_contigs", "bedgraph", 2, marks=pytest.mark.slow),
+    pytest.param("two_contigs", "bedgraph", 3, marks=pytest.mark.slow)])
 def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, fmt, ranks, request):
     """`torchrun --nproc-per-node 2 -m genolin predict` (gloo on CPU), the files equal one process's: the ranks
     share the batches (two contigs of 12 and 7 kb: an odd number of batches, so a rank idles in the last round),
