@@ -75,10 +75,11 @@ class Schedule:
 
     def clock_progress(self) -> float:
         """The schedule's progress by the clock under a time budget (max_minutes), 0 while the steps are on pace
-        to finish in time (then the schedule is by steps alone, deterministic). Once, after 20 steps, the pace says
-        they would not, the clock takes over for the rest of the run: progress runs from where the steps' cosine
-        stood when the clock took over (not before the warm-up's end) to 1 at the deadline, without a jump. A run whose
-        steps then catch up keeps the steps' cosine (next_lr takes the larger)."""
+        to finish in time (then the schedule is by steps alone, deterministic). The pace is judged from 20 steps
+        and a twentieth of the budget on, so that start-up (a GPU's context, kernel compilation) weighs little in
+        it. Once it says they would not, the clock takes over for the rest of the run: progress runs from where
+        the steps' cosine stood when the clock took over (not before the warm-up's end) to 1 at the deadline,
+        without a jump. A run whose steps then catch up keeps the steps' cosine (next_lr takes the larger)."""
         cfg = self.cfg
         if cfg.max_minutes is None:
             return 0.0
@@ -86,7 +87,8 @@ class Schedule:
         budget, elapsed = cfg.max_minutes * 60, now - self.t_start
         if not self.by_clock:
             done = self.state["step"] - self.step_at_start
-            if done < 20 or elapsed + elapsed / done * (self.total - self.state["step"]) <= budget:
+            if (done < 20 or elapsed < budget / 20
+                    or elapsed + elapsed / done * (self.total - self.state["step"]) <= budget):
                 return 0.0
             self.by_clock = True
             log.info("at this pace the %d steps would not end within %s min: the schedule follows the clock "

@@ -592,6 +592,41 @@ def test_a_resumed_run_handed_to_the_clock_continues_its_cosine_without_a_jump(m
     assert state["step"] < 100 and lrs[-1][2] > 0.9  # stopped by the budget near the cosine's end
 
 
+def test_start_up_time_does_not_hand_a_run_that_fits_to_the_clock(monkeypatch, caplog):
+    """base's track preset on a GPU: 4,500 steps of 0.04 s after 10 s of start-up spent in the first 20 steps (a
+    GPU's context, kernel compilation) fit 15 minutes, and the pace check, judged from a twentieth of the budget
+    on, says nothing and leaves the steps' cosine alone. The same steps at 0.5 s would overrun: the clock takes
+    over soon after that twentieth and ends the cosine at the deadline."""
+    import logging
+
+    import genolin.schedule as sched
+    from genolin.config import TrainConfig
+
+    cfg = TrainConfig(steps=4500, warmup_steps=100, max_minutes=15.0)
+    now = [0.0]
+    monkeypatch.setattr(sched.time, "monotonic", lambda: now[0])
+
+    def train(seconds_per_step):
+        state = {"step": 0, "progress": 0.0}
+        now[0] = 0.0
+        s = sched.Schedule(cfg, state)
+        s.start(batches_per_epoch=1000)
+        lrs = []
+        while state["step"] < s.total and not s.stop_reason():
+            lrs.append(s.next_lr())
+            state["step"] += 1
+            now[0] += 0.5 if state["step"] <= 20 else seconds_per_step  # 10 s in the first 20 steps
+        return s, state, lrs
+
+    caplog.set_level(logging.INFO, logger="genolin.schedule")
+    s, state, lrs = train(0.04)
+    assert not s.by_clock and state == {"step": 4500, "progress": 0.0} and "follows the clock" not in caplog.text
+    assert lrs == [sched.lr_at(step, 4500, cfg) for step in range(4500)]
+    s, state, lrs = train(0.5)
+    assert s.by_clock and "4500 steps would not end within 15.0 min" in caplog.text
+    assert 1700 < state["step"] < 1820 and state["progress"] > 0.99  # 900 s at 0.5 s a step; the cosine at its end
+
+
 def test_the_run_log_states_the_schedule_and_what_is_drawn_into_the_inputs():
     """describe_training (the run log's "training:" line): batch, steps or epochs, the time limit, lr, and the
     random reverse complements, base substitutions and masked-token term a run trains with; base's and small's track
