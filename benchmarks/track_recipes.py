@@ -166,21 +166,29 @@ def clock(rows: list[dict]) -> str:
 def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     """The rows, failures and meta of several result files of one preset (runs split over several calls) as one
     result: the first file's meta with every file's command and arguments (``calls``), the recipes and the seeds.
-    A (recipe, genome, seed) found twice is kept once if both give the same results, all but the training time
-    (a deterministic run repeated as a baseline in a later call; the meta counts those as ``repeated``), and is an
-    error otherwise. A recipe named alike with other settings, or files of other presets, settings for every run
-    (--set) or adaptation are errors. Files with and without --eukaryotes merge: the slices' table lists the recipes
-    scored on them. A failure whose run another file holds (a rerun) is dropped; the meta counts those as
+    A (recipe, genome, seed) found twice is kept once if both give the same results, timings aside (a
+    deterministic run repeated as a baseline in a later call; the meta counts those as ``repeated``; the slices'
+    scores of a copy that has them are kept), and is an error otherwise. A recipe named alike with other settings,
+    or files of other presets, settings for every run (--set) or adaptation are errors. Files with and without
+    --eukaryotes merge: the slices' table lists the recipes scored on them. A failure whose run another file holds
+    (a rerun) is dropped; the meta counts those as
     ``rerun``."""
     files = [json.loads(Path(f).read_text()) for f in paths]
     metas = [f["meta"] for f in files]
     kept: dict[tuple, dict] = {}
+    timings = ("train_seconds", "predict_seconds", "predict_mbp_per_s")
     for r in (r for f in files for r in f["rows"]):
-        first = kept.setdefault((r["recipe"], r["held_out"], r["seed"]), r)
-        if first is not r and ({k: v for k, v in first.items() if k != "train_seconds"}
-                               != {k: v for k, v in r.items() if k != "train_seconds"}):
+        key = (r["recipe"], r["held_out"], r["seed"])
+        first = kept.setdefault(key, r)
+        if first is r:
+            continue
+        both = ("eukaryotes",) if "eukaryotes" in first and "eukaryotes" in r else ()
+        if ({k: v for k, v in first.items() if k not in timings and (k != "eukaryotes" or both)}
+                != {k: v for k, v in r.items() if k not in timings and (k != "eukaryotes" or both)}):
             sys.exit(f"track_recipes: --merge: run {r['recipe']} {r['held_out']} seed {r['seed']} gives other results "
                      f"in two of {', '.join(paths)}")
+        if "eukaryotes" in r and "eukaryotes" not in first:
+            kept[key] = {**first, "eukaryotes": r["eukaryotes"]}
     rows, keys = list(kept.values()), set(kept)
     failures = [x for f in files for x in f.get("failed", [])]
     failed = [x for x in failures if tuple(x["run"]) not in keys]

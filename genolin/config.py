@@ -200,8 +200,8 @@ PRESETS: dict[str, dict[str, dict]] = {
                               ema_decay=LONG_EMA, model=dict(mixer="hybrid", **LONG_HEAD)),
         # 8 windows x 2,250 steps: on held-out genomes (three seeds) ahead of the 16 x 20,000 before, which memorised
         # and ran into its 10-minute limit (docs/benchmarks.md, "small preset: the step budget"). Bases redrawn with
-        # probability 0.1: ahead of none at every seed; 4,500 steps with them not separated ("mutations and longer
-        # schedules")
+        # probability 0.1: ahead of no mutations at every seed; 4,500 steps with them not separated ("mutations with
+        # longer schedules")
         "track": dict(k=6, stride=2, window_bp=8192, tolerance_bins=12, batch_size=8, steps=2_250, mutate_prob=0.1,
                       val_every_steps=1000, warmup_steps=100, max_minutes=10, patience=0, model=dict(mixer="hybrid")),
     },
@@ -218,7 +218,7 @@ PRESETS: dict[str, dict[str, dict]] = {
         # changed): ahead of no mutations on every held-out genome and seed, and of 0.05 and 0.2 on the mean at every
         # seed. With mutations, 4,500 steps are ahead of 2,250 at every seed and none of the runs memorises (without
         # them 4,500 memorised and tied 2,250); 9,000 ties 4,500 at twice the training (docs/benchmarks.md, "base
-        # preset: random mutations" and "mutations and longer schedules")
+        # preset: random mutations" and "mutations with longer schedules")
         "track": dict(k=6, stride=4, window_bp=8192, tolerance_bins=6, batch_size=8, steps=4_500, mutate_prob=0.1,
                       val_every_steps=1000, lr=1e-3,
                       warmup_steps=100, max_minutes=15, patience=0, model=dict(mixer="hybrid")),

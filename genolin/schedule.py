@@ -39,6 +39,7 @@ class Schedule:
         self.total = 1  # the schedule's length in optimizer steps, set by start
         self.t_start: float | None = None  # time.monotonic() when the loop starts, set by start
         self.step_at_start, self.by_clock = state["step"], False
+        self.after_first: tuple[float, int] | None = None  # (time, step) when the run's first step had ended
         self.t_cosine: float | None = None  # time.monotonic() when the clock took over the cosine (after the warm-up)
         self.progress_at_cosine = 0.0  # the cosine's progress then: where the clock's share starts
 
@@ -75,20 +76,25 @@ class Schedule:
 
     def clock_progress(self) -> float:
         """The schedule's progress by the clock under a time budget (max_minutes), 0 while the steps are on pace
-        to finish in time (then the schedule is by steps alone, deterministic). The pace is judged from 20 steps
-        and a twentieth of the budget on, so that start-up (a GPU's context, kernel compilation) weighs little in
-        it. Once it says they would not, the clock takes over for the rest of the run: progress runs from where
-        the steps' cosine stood when the clock took over (not before the warm-up's end) to 1 at the deadline,
-        without a jump. A run whose steps then catch up keeps the steps' cosine (next_lr takes the larger)."""
+        to finish in time (then the schedule is by steps alone, deterministic). The pace is that of the steps after
+        the run's first, which carries most of start-up (a GPU's context, kernel compilation), judged from 20
+        steps and a twentieth of the budget on. Once it says they would not, the clock takes over for the rest of
+        the run: progress runs from where the steps' cosine stood when the clock took over (not before the
+        warm-up's end) to 1 at the deadline, without a jump. A run whose steps then catch up keeps the steps'
+        cosine (next_lr takes the larger)."""
         cfg = self.cfg
         if cfg.max_minutes is None:
             return 0.0
         now = time.monotonic()
         budget, elapsed = cfg.max_minutes * 60, now - self.t_start
         if not self.by_clock:
-            done = self.state["step"] - self.step_at_start
-            if (done < 20 or elapsed < budget / 20
-                    or elapsed + elapsed / done * (self.total - self.state["step"]) <= budget):
+            step = self.state["step"]
+            if self.after_first is None and step > self.step_at_start:
+                self.after_first = (now, step)
+            if self.after_first is None or step - self.step_at_start < 20 or elapsed < budget / 20:
+                return 0.0
+            t1, step1 = self.after_first  # the pace of the steps after the first, which carries most of start-up
+            if step == step1 or elapsed + (now - t1) / (step - step1) * (self.total - step) <= budget:
                 return 0.0
             self.by_clock = True
             log.info("at this pace the %d steps would not end within %s min: the schedule follows the clock "

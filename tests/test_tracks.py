@@ -487,6 +487,14 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
     result = json.loads((tmp_path / "m5.json").read_text())
     assert len(result["rows"]) == 4 and result["meta"]["repeated"] == 1
     assert [r["train_seconds"] for r in result["rows"]] == [60.0] * 4
+    # a repeat scored on the slices where the first copy was not: one row, with the slices' scores
+    again.write_text(json.dumps({"meta": meta("1", "fourth"), "rows": [{**row("a", 1, 0.07, None),
+                                                                        "eukaryotes": slices}], "failed": []}))
+    done = subprocess.run([*script, "--merge", str(one), str(two), str(again), "--out", str(tmp_path / "m6")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads((tmp_path / "m6.json").read_text())["rows"]
+    assert len(rows) == 4 and [r.get("eukaryotes") for r in rows if r["seed"] == 1 and r["recipe"] == "a"] == [slices]
     again.write_text(json.dumps({"meta": meta("1", "fourth"), "rows": [row("a", 1, 0.071, None)], "failed": []}))
     done = subprocess.run([*script, "--merge", str(one), str(two), str(again), "--out", str(tmp_path / "m2")],
                           capture_output=True, text=True, timeout=120)
@@ -593,10 +601,11 @@ def test_a_resumed_run_handed_to_the_clock_continues_its_cosine_without_a_jump(m
 
 
 def test_start_up_time_does_not_hand_a_run_that_fits_to_the_clock(monkeypatch, caplog):
-    """base's track preset on a GPU: 4,500 steps of 0.04 s after 10 s of start-up spent in the first 20 steps (a
-    GPU's context, kernel compilation) fit 15 minutes, and the pace check, judged from a twentieth of the budget
-    on, says nothing and leaves the steps' cosine alone. The same steps at 0.5 s would overrun: the clock takes
-    over soon after that twentieth and ends the cosine at the deadline."""
+    """base's track preset on a GPU: 4,500 steps that fit 15 minutes after a start-up (a GPU's context, kernel
+    compilation) leave the steps' cosine alone and the log silent, whether the start-up is spread over the first
+    20 steps (10 s) or falls in the first step (40 s, then 0.19 s a step: 895 s in all). The pace check judges the
+    steps after the first, from a twentieth of the budget on. The same steps at 0.5 s would overrun: the clock
+    takes over soon after that twentieth and ends the cosine at the deadline."""
     import logging
 
     import genolin.schedule as sched
@@ -605,8 +614,9 @@ def test_start_up_time_does_not_hand_a_run_that_fits_to_the_clock(monkeypatch, c
     cfg = TrainConfig(steps=4500, warmup_steps=100, max_minutes=15.0)
     now = [0.0]
     monkeypatch.setattr(sched.time, "monotonic", lambda: now[0])
+    caplog.set_level(logging.INFO, logger="genolin.schedule")
 
-    def train(seconds_per_step):
+    def train(seconds):  # seconds(step) -> how long step (1, 2, ...) takes
         state = {"step": 0, "progress": 0.0}
         now[0] = 0.0
         s = sched.Schedule(cfg, state)
@@ -615,14 +625,15 @@ def test_start_up_time_does_not_hand_a_run_that_fits_to_the_clock(monkeypatch, c
         while state["step"] < s.total and not s.stop_reason():
             lrs.append(s.next_lr())
             state["step"] += 1
-            now[0] += 0.5 if state["step"] <= 20 else seconds_per_step  # 10 s in the first 20 steps
+            now[0] += seconds(state["step"])
         return s, state, lrs
 
-    caplog.set_level(logging.INFO, logger="genolin.schedule")
-    s, state, lrs = train(0.04)
-    assert not s.by_clock and state == {"step": 4500, "progress": 0.0} and "follows the clock" not in caplog.text
-    assert lrs == [sched.lr_at(step, 4500, cfg) for step in range(4500)]
-    s, state, lrs = train(0.5)
+    by_steps = [sched.lr_at(step, 4500, cfg) for step in range(4500)]
+    for seconds in (lambda i: 0.5 if i <= 20 else 0.04, lambda i: 40.0 if i == 1 else 0.19):
+        s, state, lrs = train(seconds)
+        assert not s.by_clock and state == {"step": 4500, "progress": 0.0} and "follows the clock" not in caplog.text
+        assert lrs == by_steps
+    s, state, lrs = train(lambda i: 0.5)
     assert s.by_clock and "4500 steps would not end within 15.0 min" in caplog.text
     assert 1700 < state["step"] < 1820 and state["progress"] > 0.99  # 900 s at 0.5 s a step; the cosine at its end
 
