@@ -171,8 +171,7 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     scores of a copy that has them are kept), and is an error otherwise. A recipe named alike with other settings,
     or files of other presets, settings for every run (--set) or adaptation are errors. Files with and without
     --eukaryotes merge: the slices' table lists the recipes scored on them. A failure whose run another file holds
-    (a rerun) is dropped; the meta counts those as
-    ``rerun``."""
+    (a rerun) is dropped; the meta counts those as ``rerun``."""
     files = [json.loads(Path(f).read_text()) for f in paths]
     metas = [f["meta"] for f in files]
     kept: dict[tuple, dict] = {}
