@@ -174,16 +174,18 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     (a rerun) is dropped; the meta counts those as ``rerun``."""
     files = [json.loads(Path(f).read_text()) for f in paths]
     metas = [f["meta"] for f in files]
+    def results(row: dict, slices: bool) -> dict:  # what a repeat must give again: all but timings (and slices)
+        return {k: v for k, v in row.items() if k not in ("train_seconds", "predict_seconds", "predict_mbp_per_s")
+                and (slices or k != "eukaryotes")}
+
     kept: dict[tuple, dict] = {}
-    timings = ("train_seconds", "predict_seconds", "predict_mbp_per_s")
     for r in (r for f in files for r in f["rows"]):
         key = (r["recipe"], r["held_out"], r["seed"])
         first = kept.setdefault(key, r)
         if first is r:
             continue
-        both = ("eukaryotes",) if "eukaryotes" in first and "eukaryotes" in r else ()
-        if ({k: v for k, v in first.items() if k not in timings and (k != "eukaryotes" or both)}
-                != {k: v for k, v in r.items() if k not in timings and (k != "eukaryotes" or both)}):
+        slices = "eukaryotes" in first and "eukaryotes" in r
+        if results(first, slices) != results(r, slices):
             sys.exit(f"track_recipes: --merge: run {r['recipe']} {r['held_out']} seed {r['seed']} gives other results "
                      f"in two of {', '.join(paths)}")
         if "eukaryotes" in r and "eukaryotes" not in first:
