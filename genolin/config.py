@@ -101,6 +101,9 @@ class TrainConfig:
     # while compiling, a minute or more on a machine's first run, for somewhat faster steps)
     compile_mode: str = "default"
     seed: int = 0
+    # the weights this run started from (``genolin train --init``: a run directory's or a bundled model's); None:
+    # initialised at random from ``seed``
+    init_weights: str | None = None
 
     def encoder_config(self, head: dict, longest: int) -> EncoderConfig:
         """The encoder of a run: ``model`` with the vocabulary of k, the task's head and the run's seed; a

@@ -47,7 +47,8 @@ from genolin.selection import ModelSelection
 from genolin.tasks import TASK_TYPES, Task, get_task
 from genolin.tasks.masking import mask_tokens, masked_token_loss
 
-__all__ = ["Trainer", "configure", "describe_model", "longest_input_bp", "lr_at", "make_optimizer", "train"]
+__all__ = ["Trainer", "configure", "configure_init", "describe_model", "longest_input_bp", "lr_at", "make_optimizer",
+           "train"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,10 @@ class Trainer:
         torch.manual_seed(self.cfg.seed)
         self.model = Encoder(self.cfg.model)
         self.fitted_at_start = not resume and self.task.init_model(self.model)
+        if not resume and self.cfg.init_weights:  # fine-tuning: validated before the first step, kept unless beaten
+            ckpt.load_weights(self.cfg.init_weights, self.model)
+            log.info("starting from the weights of %s", self.cfg.init_weights)
+            self.fitted_at_start = True
         self.model = self.model.to(self.device)
         self._budget_before = self._compile()  # restored by close()
         self.optimizer = make_optimizer(self.model, self.cfg)
@@ -311,6 +316,41 @@ def configure(preset: str, settings: list[Setting], spec: DataSpec) -> TrainConf
     """A new run's settings (``genolin.config.make_config``) for the data of ``spec``: a sequence task's preset
     recipe is chosen by its longest input (long sequences: k-mer tokens, a linear-time mixer, attention pooling)."""
     return make_config(spec.task, preset, settings, longest_bp=longest_input_bp(spec))
+
+
+# fine-tuning (--init) unless set: a short schedule at a fifth of the starting run's learning rate, validated often
+FINE_TUNE = {"steps": 1000, "val_every_steps": 250, "warmup_steps": 50}
+FINE_TUNE_LR = 0.2
+# what a fine-tuned run keeps of its starting run: the tokens and the encoder its weights belong to
+INIT_KEPT = ("k", "stride")
+
+
+def configure_init(init: str, settings: list[Setting], spec: DataSpec, device_type: str | None = None
+                   ) -> TrainConfig:
+    """A fine-tuning run's settings: those of the run ``init`` names (a run directory or a bundled model,
+    ``genolin.models.resolve_model``), then FINE_TUNE's schedule and learning rate, then ``settings``; its tokens
+    and encoder stay the starting run's (a setting that changes them is an InputError naming it)."""
+    from genolin.config import canonical_name, flatten
+    from genolin.models import resolve_model
+
+    run_dir = resolve_model(init, device_type)
+    saved = ckpt.read_run_config(run_dir)
+    if saved.task != spec.task:
+        raise InputError("--init", f"{init} is a {saved.task} model; this data trains a {spec.task} model")
+    start = flatten(saved.train.to_dict(), str(run_dir))
+    derived = {f"model.{k}" for k in ("vocab_size", "n_classes", "track_channels", "seed", "pad_id")}
+    start = {k: v for k, v in start.items() if k not in derived | {"init_weights", "max_steps"}}
+    for item in settings:
+        key = canonical_name(item.key, item.source if item.line is None else f"{item.source}:{item.line}")
+        if (key in INIT_KEPT or key.startswith("model.")) and key in start and str(item.value) != str(start[key]):
+            raise item.error(f"{key} is {start[key]} in {init}, whose weights this run starts from (--init keeps "
+                             "the starting model's tokens and encoder)")
+    tune = {**FINE_TUNE, "lr": saved.train.lr * FINE_TUNE_LR}
+    source = f"--init {init}"
+    cfg = make_config(spec.task, "tiny", [Setting(k, v, source) for k, v in start.items()]
+                      + [Setting(k, v, "fine-tuning") for k, v in tune.items()] + list(settings))
+    cfg.init_weights = str(ckpt.weights_for_inference(run_dir))
+    return cfg
 
 
 def describe_model(cfg: TrainConfig) -> str:

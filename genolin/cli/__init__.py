@@ -26,6 +26,7 @@ COMMANDS = {
     "evaluate": "genolin.cli.evaluate:evaluate",
     "predict": "genolin.cli.predict:predict",
     "explain": "genolin.cli.explain:explain",
+    "models": "genolin.cli.models:models",
     "bench": "genolin.cli.bench:bench",
 }
 

@@ -28,10 +28,14 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
                    "end of each training contig).")
 @circular_option
 @click.option("--out", metavar="RUN_DIR", help="Run directory to create (config, weights, metrics, log).")
-@click.option("--preset", type=click.Choice(["tiny", "small", "base"]), default="tiny",
+@click.option("--init", metavar="MODEL",
+              help="Fine-tune: start from the weights of this run directory or bundled model (genolin models), with "
+                   "its tokens, encoder and settings, a schedule of 1,000 steps and a fifth of its learning rate "
+                   "(--set changes them); the starting model is validated first and kept unless training beats it.")
+@click.option("--preset", type=click.Choice(["tiny", "small", "base"]), default=None,
               help="Model size and budget; tiny trains on 2 CPU cores in minutes. Sequence sets whose longest input "
                    "is over 1,024 bp get the preset's long-sequence recipe (6-mer tokens, a linear-time mixer, "
-                   "attention pooling).")
+                   "attention pooling).  [default: tiny]")
 @click.option("--config", "config_yaml", metavar="YAML",
               help="Settings overriding the preset (genolin.config.TrainConfig: k, stride, window_bp, lr, ...; the "
                    "encoder under model: d_model, n_layers, mixer, causal, ...).")
@@ -47,8 +51,8 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Batch size [default: from the preset].")
 @click.option("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR (its data and settings; --epochs, "
                                                    "--max-steps and --max-minutes may change).")
-def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circular, out, preset, config_yaml,
-          set_values, device, seed, epochs, max_steps, max_minutes, batch_size, resume) -> None:
+def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circular, out, init, preset,
+          config_yaml, set_values, device, seed, epochs, max_steps, max_minutes, batch_size, resume) -> None:
     """Train a promoter model.
 
     \b
@@ -56,12 +60,13 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
                           genolin train --csv train.csv --val-csv dev.csv --out RUN
     Genome track model:   genolin train --fasta GENOME.fa.bgz --tss TSS.bed --out RUN
     Several genomes:      genolin train --fasta G1.fa.gz --tss G1.bed --fasta G2.fa.gz --tss G2.bed --out RUN
+    Fine-tune:            genolin train --init bacteria --fasta GENOME.fa.gz --tss TSS.bed --out RUN
     """
     import logging
 
     from genolin import checkpoint as ckpt
     from genolin.config import DataSpec, Setting, parse_settings, read_yaml_config
-    from genolin.train import configure
+    from genolin.train import configure, configure_init
     from genolin.train import train as run_training
 
     cli_values = {k: v for k, v in dict(seed=seed, epochs=epochs, max_steps=max_steps, max_minutes=max_minutes,
@@ -92,7 +97,12 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
         settings += [Setting(k, v, f"--{k.replace('_', '-')}") for k, v in cli_values.items()]
         spec = DataSpec(task=task, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss), val_fasta=list(val_fasta),
                         val_csv=val_csv, val_labels=val_labels, val_tss=list(val_tss), circular=list(circular))
-        cfg = configure(preset, settings, spec)
+        if init:
+            if preset:
+                raise click.UsageError("--init takes the starting model's settings; --preset is for new models")
+            cfg = configure_init(init, settings, spec, None if device == "auto" else device)
+        else:
+            cfg = configure(preset or "tiny", settings, spec)
     summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
     logging.getLogger("genolin").info(
         "done: %d epoch(s), %d steps, best validation score %s (epoch %s%s) in %.1f min -> %s", summary["epochs"],

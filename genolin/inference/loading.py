@@ -23,6 +23,7 @@ from genolin.errors import InputError
 from genolin.inference.predictor import Predictor
 from genolin.inference.views import default_views
 from genolin.model import LENGTH_LIMITED_MIXERS, Encoder
+from genolin.models import resolve_model
 from genolin.tasks import TASK_TYPES, Task, get_task
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,7 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     run_dirs = list(run_dir) if isinstance(run_dir, list | tuple) else [run_dir]
     if not run_dirs:
         raise InputError(None, "no run directory given")
+    run_dirs = [resolve_model(d, None if device == "auto" else device) for d in run_dirs]  # bundled models' names
     configs = [ckpt.read_run_config(d) for d in run_dirs]
     _check_ensemble(run_dirs, configs)
     config = configs[0]

@@ -1,0 +1,375 @@
+"""Promoter-track recipes on eleven bacterial genomes: genomes held out in groups, near and far ones apart.
+
+The eleven genomes with experimentally mapped TSSs under ../shared/data (not redistributable; SOURCES_tss_maps.md):
+every (recipe, fold, seed) trains `genolin train --preset P` on the genomes outside the fold and scores each
+held-out genome with `genolin evaluate --rc-average` (pooled AUPRC of 50-bp bins per strand). Every genus occurs
+once, so no held-out genome has a relative of its genus in training. The folds keep a relative of the same class
+in training for three of the seven scored genomes (B. amyloliquefaciens and S. aureus: Bacilli; C. crescentus:
+Alphaproteobacteria): these are the *near* genomes, the other four (E. coli, C. jejuni, S. elongatus, M.
+tuberculosis) the *far* ones. Only genomes with complete maps are scored; the four gene-linked subsets (Z.
+mobilis, T. maritima, C. trachomatis, S. agalactiae: their unlisted positions are not sure negatives) always train.
+
+    python benchmarks/bacteria_proxy.py --preset base --seeds 0,1,2 --parallel 24 --gpus 4 --device cuda \\
+        --recipe shipped --recipe "s1:stride=1,tolerance_bins=1,mutate_prob=0" --out OUT
+    python benchmarks/bacteria_proxy.py --quick --device cpu --out /tmp/bacteria_proxy_quick
+
+--ready also trains each recipe on every genome a shipped model may learn from (READY of genolin/models/build.py:
+all but E. coli, whose RegulonDB map may not be redistributed) and scores E. coli with it, which is then a far
+held-out genome. --finetune GENOMES measures fine-tuning: the first recipe's seed-0 fold model that held genome G
+out, trained further (`genolin train --init`) on the first --finetune-fraction of G's chromosome with its TSSs,
+against the same part trained from scratch (the preset and recipe) and the fold model as it is, all scored on the
+rest of G.
+
+Writes PREFIX.json (every run: settings, seconds, metrics) and PREFIX.md. Runs go to --work (default a temporary
+folder); a run whose evaluations exist there is not run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import queue
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from promoter_tracks import run, run_metadata  # noqa: E402
+from track_recipes import COST_COLUMNS, cost_cells, genome_row, parse_recipe, spread  # noqa: E402
+
+from genolin.models.build import GENOMES as REGISTRY  # noqa: E402
+from genolin.models.build import READY  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# name -> ((FASTA, BED), organism, class, phylum, complete map): the registry the bundled model is built from
+GENOMES = {name: (pair, cls, phylum, complete) for name, (pair, _, cls, phylum, complete) in REGISTRY.items()}
+SCORED = [g for g, (_, _, _, complete) in GENOMES.items() if complete]
+# held out together; each scored genome once. Near ones keep a relative of their class in training
+FOLDS = {"A": ("ecoli", "ccrescentus"), "B": ("bacillus", "cjejuni", "selongatus"), "C": ("saureus", "mtuberculosis")}
+QUICK = {"preset": "tiny", "seeds": "0", "folds": "A", "max_minutes": 1.0,
+         "recipe": ["shipped:steps=20,val_every_steps=10", "s1:steps=20,val_every_steps=10,stride=1,tolerance_bins=1"]}
+
+
+def is_near(genome: str, trained: list[str]) -> bool:
+    """Whether a training genome shares ``genome``'s class."""
+    return any(GENOMES[t][1] == GENOMES[genome][1] for t in trained if t != genome)
+
+
+def data_paths(shared: Path) -> dict[str, tuple[str, str]]:
+    """name -> (FASTA, BED) paths; exits naming what is missing."""
+    data = {name: (str(shared / fa), str(shared / bed)) for name, ((fa, bed), *_) in GENOMES.items()}
+    missing = [f for pair in data.values() for f in pair if not Path(f).exists()]
+    if missing:
+        sys.exit(f"bacteria_proxy: missing {', '.join(missing)} (the shared data folder: --shared)")
+    return data
+
+
+class Runner:
+    """Runs the benchmark's commands: one training or evaluation per call, each run in its own folder."""
+
+    def __init__(self, args, data: dict[str, tuple[str, str]]):
+        self.args, self.data = args, data
+        self.py = [sys.executable, "-m", "genolin", "-q"]
+
+    def env(self, gpu: int | None) -> dict:
+        # each run's share of the host's cores (a dozen runs of a thread per core each overload a 64-core host)
+        return {**os.environ, "OMP_NUM_THREADS": str(self.args.threads),
+                **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)})}
+
+    def train(self, run_dir: Path, genomes: list[tuple[str, str]], settings: dict, seed: int, log: Path,
+              gpu: int | None, init: str | None = None) -> float | None:
+        """Train into run_dir unless it finished there; its seconds (None: found done)."""
+        if (run_dir / "trainer_state.json").exists():
+            return None
+        pairs = [a for fa, bed in genomes for a in ("--fasta", fa, "--tss", bed)]
+        sets = [a for k, v in {**settings, **dict(s.split("=", 1) for s in self.args.set)}.items()
+                for a in ("--set", f"{k}={v}")]
+        start = ["--init", init] if init else ["--preset", self.args.preset]
+        return run([*self.py, "train", *pairs, *start, *sets, "--device", self.args.device, "--seed", str(seed),
+                    "--max-minutes", str(self.args.max_minutes), "--out", str(run_dir)], log, self.env(gpu))
+
+    def evaluate(self, run_dir: Path, pair: tuple[str, str], out: Path, log: Path, gpu: int | None) -> dict:
+        """``genome_row`` of the run on one genome (evaluated unless found in ``out``)."""
+        if not (out / "metrics.json").exists():
+            run([*self.py, "evaluate", "--model", str(run_dir), "--fasta", pair[0], "--tss", pair[1],
+                 "--rc-average", "--device", self.args.device, "--out", str(out)], log, self.env(gpu))
+        m = json.loads((out / "metrics.json").read_text())
+        return genome_row(next(iter(m["genomes"].values())))
+
+
+def run_record(run_dir: Path) -> dict:
+    """A finished training's steps, validation and memorisation flags."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    state = json.loads((run_dir / "trainer_state.json").read_text())
+    return {"steps": state["step"], "best_val_score": state["best"],
+            "memorising": any("memorising" in r for r in records),
+            "by_clock": state["progress"] > 0 if "progress" in state else None}
+
+
+def fold_run(runner: Runner, recipe: str, settings: dict, fold: str, seed: int, gpu: int | None) -> dict:
+    """Train on every genome outside ``fold``, score each scored genome of it."""
+    work = Path(runner.args.work) / recipe / f"fold{fold}_seed{seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    log, run_dir = work / "log.txt", work / "run"
+    trained = [g for g in GENOMES if g not in FOLDS[fold]]
+    seconds = runner.train(run_dir, [runner.data[g] for g in trained], settings, seed, log, gpu)
+    row = {"kind": "fold", "recipe": recipe, "settings": settings, "fold": fold, "seed": seed, "trained_on": trained,
+           "train_seconds": seconds, **run_record(run_dir), "genomes": {}}
+    for g in FOLDS[fold]:
+        if GENOMES[g][3]:
+            row["genomes"][g] = {**runner.evaluate(run_dir, runner.data[g], work / f"eval_{g}", log, gpu),
+                                 "near": is_near(g, trained)}
+    print(f"{recipe:12s} fold {fold} seed {seed}  steps {row['steps']:6d}  " + ", ".join(
+        f"{g} {v['auprc']:.4f} ({v['ratio']:.1f}x)" for g, v in row["genomes"].items())
+        + ("  memorising" if row["memorising"] else ""), flush=True)
+    return row
+
+
+def ready_run(runner: Runner, recipe: str, settings: dict, seed: int, gpu: int | None) -> dict:
+    """Train on every READY genome; score E. coli (held out)."""
+    work = Path(runner.args.work) / recipe / f"ready_seed{seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    log, run_dir = work / "log.txt", work / "run"
+    seconds = runner.train(run_dir, [runner.data[g] for g in READY], settings, seed, log, gpu)
+    row = {"kind": "ready", "recipe": recipe, "settings": settings, "seed": seed, "trained_on": READY,
+           "train_seconds": seconds, "run_dir": str(run_dir), **run_record(run_dir),
+           "genomes": {"ecoli": runner.evaluate(run_dir, runner.data["ecoli"], work / "eval_ecoli", log, gpu)}}
+    print(f"{recipe:12s} ready seed {seed}  E. coli {row['genomes']['ecoli']['auprc']:.4f}", flush=True)
+    return row
+
+
+def split_genome(pair: tuple[str, str], fraction: float, out: Path) -> tuple[tuple[str, str], tuple[str, str]]:
+    """((FASTA, BED) of the first ``fraction`` of each contig, (FASTA, BED) of the rest), written under ``out``:
+    two genomes of their own (contigs renamed NAME_part and NAME_rest, TSSs shifted to the rest's coordinates)."""
+    from genolin.io.fasta import Genome
+
+    out.mkdir(parents=True, exist_ok=True)
+    genome = Genome(pair[0])
+    cuts = {name: int(length * fraction) for name, length in genome.lengths.items()}
+    files = {part: (out / f"{part}.fa", out / f"{part}.bed") for part in ("part", "rest")}
+    if not files["rest"][1].exists():
+        with open(files["part"][0], "w") as fa_p, open(files["rest"][0], "w") as fa_r:
+            for name, cut in cuts.items():
+                seq = genome.fetch(name).decode()
+                fa_p.write(f">{name}_part\n{seq[:cut]}\n")
+                fa_r.write(f">{name}_rest\n{seq[cut:]}\n")
+        beds = {"part": [], "rest": []}
+        for line in Path(pair[1]).read_text().splitlines():
+            f = line.split("\t")
+            if len(f) < 6 or f[0] not in cuts:
+                continue
+            start, cut = int(f[1]), cuts[f[0]]
+            part, shift = ("part", 0) if start < cut else ("rest", cut)
+            beds[part].append("\t".join([f"{f[0]}_{part}", str(start - shift), str(start - shift + 1), *f[3:6]]))
+        files["part"][1].write_text("\n".join(beds["part"]) + "\n")
+        files["rest"][1].write_text("\n".join(beds["rest"]) + "\n")
+    return tuple(map(str, files["part"])), tuple(map(str, files["rest"]))
+
+
+def finetune_run(runner: Runner, recipe: str, settings: dict, genome: str, gpu: int | None) -> dict:
+    """The seed-0 fold model that held ``genome`` out: as it is, fine-tuned on the first fraction of the genome,
+    and that fraction trained from scratch; each scored on the rest."""
+    fold = next(f for f, members in FOLDS.items() if genome in members)
+    base = Path(runner.args.work) / recipe / f"fold{fold}_seed0" / "run"
+    work = Path(runner.args.work) / recipe / f"finetune_{genome}"
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "log.txt"
+    part, rest = split_genome(runner.data[genome], runner.args.finetune_fraction, work / "split")
+    row = {"kind": "finetune", "recipe": recipe, "settings": settings, "genome": genome, "seed": 0,
+           "fraction": runner.args.finetune_fraction, "near": is_near(genome, [g for g in GENOMES
+                                                                               if g not in FOLDS[fold]]),
+           "train_tss": sum(1 for _ in open(part[1])), "arms": {}}
+    row["arms"]["as_is"] = runner.evaluate(base, rest, work / "eval_as_is", log, gpu)
+    for arm, init in (("scratch", None), ("fine_tuned", str(base))):
+        run_dir = work / arm
+        seconds = runner.train(run_dir, [part], {} if init else settings, 0, log, gpu, init=init)
+        row["arms"][arm] = {**runner.evaluate(run_dir, rest, work / f"eval_{arm}", log, gpu),
+                            "train_seconds": seconds, **run_record(run_dir)}
+    print(f"{recipe:12s} fine-tune {genome}: " + ", ".join(f"{a} {v['auprc']:.4f}" for a, v in row["arms"].items()),
+          flush=True)
+    return row
+
+
+def cell(values: list[dict]) -> str:
+    """AUPRC mean ± sd over runs (x the positive rate, mean)."""
+    if not values:
+        return "-"
+    return f"{spread([v['auprc'] for v in values])} ({statistics.mean(v['ratio'] for v in values):.1f}x)"
+
+
+def seed_means(mine: list[dict], pick) -> list[float]:
+    """Per seed, the mean AUPRC over the scored genomes ``pick(genome, figures)`` keeps (seeds with every fold)."""
+    folds = {r["fold"] for r in mine}
+    out = []
+    for s in sorted({r["seed"] for r in mine}):
+        rows = [r for r in mine if r["seed"] == s]
+        if {r["fold"] for r in rows} == folds:
+            vals = [v["auprc"] for r in rows for g, v in r["genomes"].items() if pick(g, v)]
+            if vals:
+                out.append(statistics.mean(vals))
+    return out
+
+
+def tables(rows: list[dict], meta: dict) -> str:
+    a = meta["args"]
+    lines = [f"# Promoter-track recipes on eleven bacterial genomes ({meta['date']})", "",
+             f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
+             f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once", "", f"`{meta['command']}`", "",
+             "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
+                                    for n, s in meta["recipes"].items()), "",
+             "Folds (held out together): " + "; ".join(f"{f}: {', '.join(m)}" for f, m in FOLDS.items()) + ". Near: "
+             "a genome of the same class in training.", ""]
+    folds = [r for r in rows if r["kind"] == "fold"]
+    recipes = list(dict.fromkeys(r["recipe"] for r in rows))
+    if folds:
+        scored = [g for g in SCORED if any(g in r["genomes"] for r in folds)]
+        near = {g: any(r["genomes"][g]["near"] for r in folds if g in r["genomes"]) for g in scored}
+        lines += ["Held-out genome: pooled AUPRC over both strands of 50-bp bins (RC-averaged), mean ± sd over seeds "
+                  "(x the positive rate). Means: per seed over the genomes, then mean ± sd over seeds (the noise "
+                  "level).", "",
+                  "| recipe | " + " | ".join(f"{g}{' (near)' if near[g] else ''}" for g in scored)
+                  + " | near | far | mean AUPRC | min ratio | P/R 20 bp | " + COST_COLUMNS,
+                  "|---|" + "---:|" * (len(scored) + 9)]
+        for rec in recipes:
+            mine = [r for r in folds if r["recipe"] == rec]
+            if not mine:
+                continue
+            cells = [cell([r["genomes"][g] for r in mine if g in r["genomes"]]) for g in scored]
+            ratios = [statistics.mean(r["genomes"][g]["ratio"] for r in mine if g in r["genomes"]) for g in scored
+                      if any(g in r["genomes"] for r in mine)]
+            calls = [v for r in mine for v in r["genomes"].values() if v.get("precision_20bp") is not None]
+            pr = (f"{statistics.mean(v['precision_20bp'] for v in calls):.3f} / "
+                  f"{statistics.mean(v['recall_20bp'] for v in calls):.3f}") if calls else "-"
+            lines.append(f"| {rec} | " + " | ".join(cells)
+                         + f" | {spread(seed_means(mine, lambda g, v: v['near']))}"
+                         + f" | {spread(seed_means(mine, lambda g, v: not v['near']))}"
+                         + f" | {spread(seed_means(mine, lambda g, v: True))} | {min(ratios):.1f}x | {pr} | "
+                         + cost_cells(mine))
+    ready = [r for r in rows if r["kind"] == "ready"]
+    if ready:
+        lines += ["", "Trained on every genome but E. coli (a shipped model's data), E. coli scored:", "",
+                  "| recipe | E. coli AUPRC | seeds | train min | memorising |", "|---|---:|---:|---:|---:|"]
+        for rec in recipes:
+            mine = [r for r in ready if r["recipe"] == rec]
+            if mine:
+                lines.append(f"| {rec} | {cell([r['genomes']['ecoli'] for r in mine])} | {len(mine)} | "
+                             f"{spread([r['train_seconds'] / 60 for r in mine if r['train_seconds']], '.1f')} | "
+                             f"{sum(r['memorising'] for r in mine)} of {len(mine)} |")
+    tuned = [r for r in rows if r["kind"] == "finetune"]
+    if tuned:
+        lines += ["", f"Fine-tuning: the fold model (seed 0) that held the genome out; the first "
+                      f"{tuned[0]['fraction']:.0%} of its chromosome to train on, scored on the rest (AUPRC, x the "
+                      "positive rate).", "",
+                  "| recipe | genome | training TSSs | as it is | from scratch | fine-tuned | fine-tune min |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for r in tuned:
+            arms = r["arms"]
+            minutes = arms["fine_tuned"].get("train_seconds")
+            lines.append(f"| {r['recipe']} | {r['genome']}{' (near)' if r['near'] else ''} | {r['train_tss']} | "
+                         + " | ".join(f"{arms[a]['auprc']:.4f} ({arms[a]['ratio']:.1f}x)"
+                                      for a in ("as_is", "scratch", "fine_tuned"))
+                         + (f" | {minutes / 60:.1f} |" if minutes else " | - |"))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the shared data folder")
+    p.add_argument("--recipe", action="append", default=None, metavar="NAME:KEY=VALUE,...",
+                   help="a recipe: a name and settings (repeat; default: shipped, the preset as it is)")
+    p.add_argument("--folds", default=None,
+                   help=f"folds to hold out in turn, comma-separated (default {','.join(FOLDS)})")
+    p.add_argument("--seeds", default=None, help="training seeds, comma-separated (default 0,1,2)")
+    p.add_argument("--preset", default=None, help="model preset (default base)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting for every run")
+    p.add_argument("--ready", action="store_true", help="also train each recipe on every READY genome (seed 0)")
+    p.add_argument("--finetune", default="", metavar="GENOMES",
+                   help="fine-tuning on these held-out genomes (comma-separated), the first recipe's seed-0 models")
+    p.add_argument("--finetune-fraction", type=float, default=0.1, help="the part of the genome fine-tuning sees")
+    p.add_argument("--max-minutes", type=float, default=None, help="time limit of one training (default 60)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads of each run (default: cores / --parallel)")
+    p.add_argument("--parallel", type=int, default=1, help="runs at once (on one GPU they share it)")
+    p.add_argument("--gpus", type=int, default=0, help="spread the runs over this many GPUs (0: each sees all)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--quick", action="store_true", help="a smoke run: tiny, fold A, seed 0, 20 steps")
+    p.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
+    p.add_argument("--out", default="benchmarks/results/bacteria_proxy/latest", help="output prefix")
+    args = p.parse_args()
+    defaults = {"preset": "base", "seeds": "0,1,2", "folds": ",".join(FOLDS), "max_minutes": 60.0,
+                "threads": max(1, len(os.sched_getaffinity(0)) // args.parallel), "recipe": ["shipped"],
+                **(QUICK if args.quick else {})}
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.work = args.work or tempfile.mkdtemp(prefix="bacteria_proxy_")
+    recipes = dict(parse_recipe(r) for r in args.recipe)
+    runner = Runner(args, data_paths(Path(args.shared)))
+    first = next(iter(recipes))
+    tuned = [g for g in args.finetune.split(",") if g]
+    unknown = [g for g in tuned if g not in SCORED]
+    if unknown:
+        sys.exit(f"bacteria_proxy: --finetune {','.join(unknown)}: not a scored genome ({', '.join(SCORED)})")
+    seeds = [int(s) for s in str(args.seeds).split(",")]
+    jobs = [(fold_run, name, s, fold, seed) for seed in seeds for name, s in recipes.items()
+            for fold in args.folds.split(",")]
+    jobs += [(ready_run, name, s, 0) for name, s in recipes.items()] if args.ready else []
+    meta = {**run_metadata("bacteria_proxy", {k: v for k, v in vars(args).items() if k != "recipe"}),
+            "recipes": recipes, "folds": FOLDS}
+    rows, failed = [], []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write() -> str:  # after every run, so a time limit keeps what finished
+        order = list(recipes)
+        rows.sort(key=lambda r: (r["kind"], order.index(r["recipe"]), r.get("fold", r.get("genome", "")), r["seed"]))
+        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
+                                            + "\n")
+        text = tables(rows, meta) if rows else "no run finished\n"
+        out.with_suffix(".md").write_text(text)
+        return text
+
+    slots: queue.Queue = queue.Queue()  # a GPU index per concurrent run, taken while it runs
+    for i in range(args.parallel):
+        slots.put(i % args.gpus if args.gpus > 0 else None)
+
+    def on_a_gpu(fn, *job) -> dict:
+        gpu = slots.get()
+        try:
+            return fn(runner, *job, gpu=gpu)
+        finally:
+            slots.put(gpu)
+
+    text = "no run finished\n"
+    with cf.ThreadPoolExecutor(args.parallel) as pool:
+        futures = {pool.submit(on_a_gpu, *job): job for job in jobs}
+        waiting = {}  # fine-tuning starts once its fold model (first recipe, seed 0) is trained
+        for f in cf.as_completed(futures):
+            job = futures[f]
+            try:
+                rows.append(f.result())
+            except RuntimeError as exc:
+                failed.append({"run": [job[0].__name__, *job[1:2], *job[3:]], "error": str(exc)})
+                print(exc, file=sys.stderr, flush=True)
+            if job[0] is fold_run and job[1] == first and job[4] == 0:
+                for g in (g for g in tuned if g in FOLDS[job[3]]):
+                    waiting[pool.submit(on_a_gpu, finetune_run, first, recipes[first], g)] = g
+            text = write()
+        for f in cf.as_completed(waiting):
+            try:
+                rows.append(f.result())
+            except RuntimeError as exc:
+                failed.append({"run": ["finetune_run", first, waiting[f]], "error": str(exc)})
+                print(exc, file=sys.stderr, flush=True)
+            text = write()
+    print(text)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

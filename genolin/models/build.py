@@ -1,0 +1,132 @@
+"""Build the bundled ``bacteria`` model: its members trained on the bacterial genomes a shipped model may learn
+from, exported into this package (docs/model_card.md says what it is and how it scores).
+
+    python -m genolin.models.build --shared ../shared/data --device cuda --work runs/ready
+
+Each member is ``genolin train --preset P`` (the preset as it ships) on every genome of READY with its TSS map, seed
+0; the export keeps config.json (training paths reduced to file names) and the best weights, in bfloat16 for a
+member of over a million parameters (GPU inference runs in bfloat16 anyway; a CPU casts them back to float32).
+GENOMES is the registry of the eleven genomes the proxy (benchmarks/bacteria_proxy.py) holds out and scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _bacterium(short: str) -> tuple[str, str]:
+    return f"bacteria/{short}/{short}.fasta.gz", f"bacteria/{short}/{short}.bed"
+
+
+# name -> ((FASTA, TSS BED) under the shared data folder, organism, class, phylum, complete map). A complete map is
+# scored by the proxy; a gene-linked subset of a published map (its unlisted positions are not sure negatives) only
+# trains. Sources and licences: ../shared/data/bacteria/SOURCES*.md, docs/model_card.md
+GENOMES: dict[str, tuple[tuple[str, str], str, str, str, bool]] = {
+    "ecoli": (("ecoli_k12/NC_000913.3.fa.bgz", "ecoli_k12/regulondb_10.9_tss.bed"), "Escherichia coli K-12 MG1655",
+              "Gammaproteobacteria", "Pseudomonadota", True),
+    "bacillus": (_bacterium("BACILLUS"), "Bacillus amyloliquefaciens XH7", "Bacilli", "Bacillota", True),
+    "saureus": (_bacterium("SAUREUS"), "Staphylococcus aureus JKD6009", "Bacilli", "Bacillota", True),
+    "cjejuni": (_bacterium("CJEJUNI_2"), "Campylobacter jejuni NCTC 11168", "Epsilonproteobacteria",
+                "Campylobacterota", True),
+    "selongatus": (_bacterium("SELONGATUS"), "Synechococcus elongatus PCC 7942", "Cyanophyceae", "Cyanobacteriota",
+                   True),
+    "ccrescentus": (_bacterium("CCRESCENTUS"), "Caulobacter crescentus NA1000", "Alphaproteobacteria",
+                    "Pseudomonadota", True),
+    "mtuberculosis": (_bacterium("MTUBERCULOSIS"), "Mycobacterium tuberculosis H37Rv", "Actinomycetes",
+                      "Actinomycetota", True),
+    "sagalactiae": (_bacterium("SAGALACTIAE"), "Streptococcus agalactiae NEM316", "Bacilli", "Bacillota", False),
+    "zmobilis": (_bacterium("ZMOBILIS"), "Zymomonas mobilis ZM4", "Alphaproteobacteria", "Pseudomonadota", False),
+    "tmaritima": (_bacterium("TMARITIMA"), "Thermotoga maritima MSB8", "Thermotogae", "Thermotogota", False),
+    "ctrachomatis": (_bacterium("CTRACHOMATIS"), "Chlamydia trachomatis L2b", "Chlamydiia", "Chlamydiota", False),
+}
+# what a shipped model learns from: every genome but E. coli, whose RegulonDB map may not be redistributed or
+# used for a derived product without RegulonDB's permission (docs/model_card.md)
+READY = [g for g in GENOMES if g != "ecoli"]
+# member -> (preset, the device it is for): on a GPU base; on a CPU tiny, which predicts E. coli within a minute on
+# 2 cores (base takes several)
+MEMBERS = {"base": ("base", "cuda"), "tiny": ("tiny", "cpu")}
+NAME = "bacteria"
+SUMMARY = ("promoter track for bacterial genomes (TSS per bin and strand), trained on ten genomes of eight phyla "
+           "with experimentally mapped TSSs")
+
+
+def genome_files(shared: Path, names: list[str]) -> list[tuple[str, str]]:
+    """(FASTA, BED) paths of ``names`` under ``shared``; exits naming what is missing."""
+    pairs = [(str(shared / GENOMES[n][0][0]), str(shared / GENOMES[n][0][1])) for n in names]
+    missing = [f for pair in pairs for f in pair if not Path(f).exists()]
+    if missing:
+        sys.exit(f"build: missing {', '.join(missing)} (the shared data folder: --shared)")
+    return pairs
+
+
+def export(run_dir: Path, out: Path) -> None:
+    """A trained run's config.json (training paths as file names) and best weights (bfloat16 above a million
+    parameters) into ``out``."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    config = json.loads((run_dir / "config.json").read_text())
+    for key, value in config["data"].items():
+        if isinstance(value, list):
+            config["data"][key] = [Path(v).name for v in value]
+        elif isinstance(value, str) and "/" in value:
+            config["data"][key] = Path(value).name
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    weights = run_dir / "best.safetensors"
+    with safe_open(str(weights), "pt") as fh:
+        meta = dict(fh.metadata() or {})
+    tensors = load_file(str(weights))
+    big = sum(t.numel() for t in tensors.values()) > 1_000_000
+    save_file({k: t.to(torch.bfloat16) if big and t.is_floating_point() else t for k, t in tensors.items()},
+              str(out / "best.safetensors"), metadata=meta)
+
+
+def write_card(out: Path, members: dict[str, tuple[str, str]], settings: dict[str, list[str]]) -> None:
+    """``model.json``: what the model is, its members and how they were made."""
+    card = {"name": NAME, "summary": SUMMARY, "card": "docs/model_card.md",
+            "members": {m: device for m, (_, device) in members.items()},
+            "presets": {m: preset for m, (preset, _) in members.items()}, "settings": settings,
+            "training_genomes": {g: GENOMES[g][1] for g in READY},
+            "built": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    (out / "model.json").write_text(json.dumps(card, indent=2) + "\n")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shared", default="../shared/data", help="the shared data folder")
+    p.add_argument("--device", default="cuda", help="where to train")
+    p.add_argument("--work", default="runs/ready", help="folder for the training runs")
+    p.add_argument("--out", default=str(HERE / NAME), help="the bundled model's folder")
+    p.add_argument("--member", action="append", default=None, choices=list(MEMBERS),
+                   help="build only these members (default all)")
+    p.add_argument("--set", action="append", default=[], metavar="MEMBER:KEY=VALUE",
+                   help="a setting for one member's training (default: the preset as it ships)")
+    args = p.parse_args()
+    pairs = genome_files(Path(args.shared), READY)
+    chosen = {m: MEMBERS[m] for m in args.member or MEMBERS}
+    settings = {m: [s.split(":", 1)[1] for s in args.set if s.split(":", 1)[0] == m] for m in chosen}
+    for member, (preset, _) in chosen.items():
+        run_dir = Path(args.work) / member
+        if not (run_dir / "trainer_state.json").exists():
+            cmd = [sys.executable, "-m", "genolin", "train", *[a for fa, bed in pairs for a in ("--fasta", fa, "--tss",
+                                                                                                 bed)],
+                   "--preset", preset, *[a for s in settings[member] for a in ("--set", s)], "--seed", "0",
+                   "--device", args.device, "--out", str(run_dir)]
+            print("$", " ".join(cmd), flush=True)
+            subprocess.run(cmd, check=True)
+        export(run_dir, Path(args.out) / member)
+    write_card(Path(args.out), chosen, settings)
+    print(f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
