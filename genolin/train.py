@@ -99,7 +99,6 @@ class Trainer:
         self.fitted_at_start = not resume and self.task.init_model(self.model)
         if not resume and self.cfg.init_weights:  # fine-tuning: validated before the first step, kept unless beaten
             ckpt.load_weights(self.cfg.init_weights, self.model)
-            log.info("starting from the weights of %s", self.cfg.init_weights)
             self.fitted_at_start = True
         self.model = self.model.to(self.device)
         self._budget_before = self._compile()  # restored by close()
@@ -416,6 +415,8 @@ def _train(trainer: Trainer, spec: DataSpec) -> dict:
                  f"{trainer.model.n_parameters():,}", trainer.device, trainer.dist.world)
         log.info("model: %s", describe_model(trainer.cfg))
         log.info("training: %s", describe_training(trainer.cfg))
+        if trainer.cfg.init_weights and trainer.state["step"] == 0:
+            log.info("fine-tuning: starting from the weights of %s", trainer.cfg.init_weights)
         summary = trainer.fit()
     finally:
         if handler is not None:

@@ -1,0 +1,152 @@
+"""Bundled models and fine-tuning: what --model NAME resolves to (a run directory of that name wins), the shipped
+``bacteria`` model loading and predicting a small genome on a CPU, ``genolin models``, and ``train --init``
+starting from a run's weights with its tokens and encoder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+from conftest import DATA, ECOLI_BGZ
+
+from genolin.checkpoint import load_tensors
+from genolin.cli import cli
+from genolin.errors import InputError
+from genolin.io.fasta import read_fasta
+from genolin.models import HERE, BundledModel, bundled, resolve_model
+
+GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
+SHIPPED = [m.name for m in bundled()]
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["-q", *map(str, args)])
+
+
+@pytest.fixture(scope="module")
+def piece(tmp_path_factory):
+    """60 kbp of E. coli (contig 'piece') and its gene starts."""
+    d = tmp_path_factory.mktemp("piece")
+    (rec,) = read_fasta(ECOLI_BGZ)
+    (d / "piece.fa").write_text(f">piece\n{rec.seq[:60_000].decode()}\n")
+    rows = [line.split("\t") for line in GENE_STARTS.read_text().splitlines()]
+    (d / "piece.bed").write_text("".join(f"piece\t{f[1]}\t{int(f[1]) + 1}\tg\t0\t{f[5]}\n" for f in rows
+                                         if int(f[1]) < 60_000))
+    return d
+
+
+@pytest.fixture(scope="module")
+def start_run(tmp_path_factory, piece):
+    """A tiny track run of a few steps: what fine-tuning starts from."""
+    out = tmp_path_factory.mktemp("start") / "run"
+    r = run("train", "--fasta", piece / "piece.fa", "--tss", piece / "piece.bed", "--set", "window_bp=2048",
+            "--set", "batch_size=4", "--set", "d_model=32", "--set", "steps=6", "--set", "val_every_steps=3",
+            "--set", "warmup_steps=2", "--out", out)
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.fixture
+def demo_models(tmp_path, monkeypatch):
+    """A bundled model 'demo' of two members (big: GPU, small: CPU) in a package folder of its own."""
+    import genolin.models
+
+    package = tmp_path / "package"
+    for member in ("big", "small"):
+        (package / "demo" / member).mkdir(parents=True)
+        (package / "demo" / member / "best.safetensors").write_bytes(b"")
+    (package / "demo" / "model.json").write_text(json.dumps({"summary": "a demo",
+                                                             "members": {"big": "cuda", "small": "cpu"}}))
+    monkeypatch.setattr(genolin.models, "HERE", package)
+    return package / "demo"
+
+
+def test_a_bundled_name_resolves_to_its_member_and_a_run_directory_of_the_name_wins(tmp_path, monkeypatch,
+                                                                                    demo_models):
+    monkeypatch.chdir(tmp_path)
+    assert [m.name for m in bundled()] == ["demo"]
+    assert resolve_model("demo", "cuda") == demo_models / "big"
+    assert resolve_model("demo", "cpu") == demo_models / "small"
+    assert resolve_model("demo-big", "cpu") == demo_models / "big"
+    with pytest.raises(InputError, match="members big, small"):
+        resolve_model("demo-huge", "cpu")
+    assert resolve_model("other") == resolve_model("other", "cpu")  # not bundled: the loader reports it missing
+    (tmp_path / "demo").mkdir()
+    assert resolve_model("demo", "cpu") == tmp_path / "demo" or resolve_model("demo", "cpu").resolve() == \
+        (tmp_path / "demo").resolve()
+    r = CliRunner().invoke(cli, ["models"])
+    assert r.exit_code == 0 and "demo: a demo" in r.output and "demo-small (CPU)" in r.output
+
+
+def test_a_member_without_weights_is_not_listed(demo_models):
+    (demo_models / "big" / "best.safetensors").unlink()
+    (model,) = bundled()
+    assert model.members == {"small": "cpu"} and model.member_for("cuda") == "small"
+    assert BundledModel("x", "", {"only": "cuda"}, demo_models).member_for("cpu") == "only"
+
+
+@pytest.mark.skipif("bacteria" not in SHIPPED, reason="the bacteria model's weights are not in this install")
+def test_the_bacteria_model_resolves_loads_and_predicts_a_small_genome_on_a_cpu(tmp_path, piece):
+    assert resolve_model("bacteria", "cpu").parent == HERE / "bacteria"
+    card = json.loads((HERE / "bacteria" / "model.json").read_text())
+    for member in card["members"]:
+        weights = HERE / "bacteria" / member / "best.safetensors"
+        assert weights.stat().st_size <= 25e6  # a release artifact: at most 25 MB
+        tensors, _ = load_tensors(weights)
+        assert all(torch.isfinite(t).all() for t in tensors.values() if t.is_floating_point())
+    assert "ecoli" not in card["training_genomes"]  # RegulonDB's map may not be redistributed
+    out = tmp_path / "pred"
+    r = run("predict", "--model", "bacteria", "--fasta", piece / "piece.fa", "--rc-average", "--device", "cpu",
+            "--out", out)
+    assert r.exit_code == 0, r.output
+    plus = [line.split("\t") for line in (tmp_path / "pred.plus.bedGraph").read_text().splitlines()
+            if not line.startswith("track")]
+    values = [float(f[3]) for f in plus]
+    assert int(plus[-1][2]) == 60_000 and 0 <= min(values) and max(values) <= 1 and max(values) > min(values)
+    for member in card["members"]:  # each member by name, and evaluate takes the name too
+        e = run("evaluate", "--model", f"bacteria-{member}", "--fasta", piece / "piece.fa", "--tss",
+                piece / "piece.bed", "--device", "cpu", "--out", tmp_path / f"eval_{member}")
+        assert e.exit_code == 0, e.output
+        assert json.loads((tmp_path / f"eval_{member}" / "metrics.json").read_text())["pooled"]["auprc"] > 0
+    r = run("predict", "--model", "bacteria-nonexistent", "--fasta", piece / "piece.fa", "--out", tmp_path / "x")
+    assert r.exit_code == 1 and "members" in r.output
+
+
+def test_models_lists_what_ships():
+    r = CliRunner().invoke(cli, ["models"])
+    assert r.exit_code == 0, r.output
+    for name in SHIPPED:
+        assert f"{name}:" in r.output and f"{name}-" in r.output
+    if not SHIPPED:
+        assert "no bundled models" in r.output
+
+
+def test_fine_tuning_starts_from_the_runs_weights_with_its_tokens_and_encoder(tmp_path, piece, start_run):
+    out = tmp_path / "tuned"
+    r = CliRunner().invoke(cli, ["train", "--init", str(start_run), "--fasta", str(piece / "piece.fa"), "--tss",
+                                 str(piece / "piece.bed"), "--set", "steps=4", "--set", "val_every_steps=2",
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    start = json.loads((start_run / "config.json").read_text())["train"]
+    tuned = json.loads((out / "config.json").read_text())["train"]
+    assert tuned["init_weights"] == str(start_run / "best.safetensors")
+    assert tuned["model"] == start["model"] and (tuned["k"], tuned["stride"]) == (start["k"], start["stride"])
+    assert tuned["lr"] == pytest.approx(start["lr"] * 0.2) and tuned["steps"] == 4  # --set wins over the defaults
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["epoch"] == 0 and records[0]["step"] == 0  # the starting model validated first
+    log = (out / "train.log").read_text()
+    assert "starting from the weights of" in log
+
+
+def test_fine_tuning_keeps_the_encoder_and_refuses_a_preset(tmp_path, piece, start_run):
+    common = ["--init", start_run, "--fasta", piece / "piece.fa", "--tss", piece / "piece.bed"]
+    r = run("train", *common, "--set", "d_model=64", "--out", tmp_path / "a")
+    assert r.exit_code == 1 and "model.d_model" in r.output and "--init keeps" in r.output
+    r = run("train", *common, "--preset", "base", "--out", tmp_path / "b")
+    assert r.exit_code == 2 and "--init" in r.output
+    r = run("train", "--init", tmp_path / "missing", "--fasta", piece / "piece.fa", "--tss", piece / "piece.bed",
+            "--out", tmp_path / "c")
+    assert r.exit_code == 1 and "missing" in r.output
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
