@@ -56,6 +56,19 @@ def test_real_data_configs_dry_run_with_slurm_profile(config, tmp_path):
         assert text.count("--held-out") == 3 and text.count("genolin predict") == 6
 
 
+def test_a_bundled_model_predicts_with_no_training_step(tmp_path):
+    out = snakemake("-n", "--replace-workflow-config", "--configfile", "workflows/config/bacteria_ready.yaml",
+                    "--config", f"results={tmp_path}/results")
+    text = out.stdout + out.stderr
+    assert "predict_genome" in text and "explain_top_promoters" in text and "rule train" not in text
+    assert "genolin predict --model bacteria --fasta data/ecoli_k12/NC_000913.3.fa.bgz" in text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("genomes:\n  g: data/ecoli_k12/NC_000913.3.fa.bgz\npredict:\n  g: [bacteria]\n")
+    out = snakemake("-n", "--configfile", str(bad), "--replace-workflow-config", check=False)
+    assert out.returncode != 0 and "'bacteria' is not a track dataset or a model under ready_models:" in \
+        out.stdout + out.stderr
+
+
 def test_schema_violation_stops_with_its_message(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("datasets:\n  x:\n    task: sequence\n    labelled: data/gue/prom_core_tata/dev.csv\n"

@@ -9,6 +9,7 @@ RESULTS = config["results"]
 DATASETS = config["datasets"]
 GENOMES = config["genomes"]
 CIRCULAR = config["circular"]
+READY = config["ready_models"]
 ENV = "../envs/genolin.yaml"
 
 
@@ -47,8 +48,11 @@ def _check_config():
         if genome not in GENOMES:
             raise WorkflowError(f"predict: genome {genome!r} is not listed under genomes:")
         for model in models:
-            if DATASETS.get(model, {}).get("task") != "track":
-                raise WorkflowError(f"predict: {model!r} is not a track dataset")
+            if model not in READY and DATASETS.get(model, {}).get("task") != "track":
+                raise WorkflowError(f"predict: {model!r} is not a track dataset or a model under ready_models:")
+    for model in READY:
+        if model in DATASETS:
+            raise WorkflowError(f"ready_models: {model!r} is also a dataset; name one of them otherwise")
 
 
 _check_config()
@@ -86,6 +90,16 @@ def explain_files():
 
 def metrics_files():
     return [f"{RESULTS}/eval/{ds}/{target}/metrics.json" for ds in DATASETS for target in evaluation_targets(ds)]
+
+
+def model_input(wildcards):
+    """A trained dataset's run directory, for the rules that apply it; nothing for a bundled model (ready_models)."""
+    return [] if wildcards.model in READY else [f"{RESULTS}/models/{wildcards.model}"]
+
+
+def model_arg(wildcards):
+    """genolin's --model of a predicted model: a trained dataset's run directory, or a bundled model's name."""
+    return wildcards.model if wildcards.model in READY else f"{RESULTS}/models/{wildcards.model}"
 
 
 def genome_fasta(wildcards):

@@ -6,7 +6,7 @@
 
 rule explain_top_promoters:
     input:
-        model=f"{RESULTS}/models/{{model}}",
+        model=model_input,
         fasta=genome_fasta,
         peaks=f"{RESULTS}/predictions/{{model}}/{{genome}}.peaks.bed",
         sizes=f"{RESULTS}/genomes/{{genome}}.sizes",
@@ -22,6 +22,7 @@ rule explain_top_promoters:
                                    else f"--context {config['explain']['context_bp']}"),
         out=lambda wildcards, output: os.path.dirname(output.motifs),
         device=config["device"],
+        model=model_arg,
     log:
         f"{RESULTS}/logs/explain/{{model}}.{{genome}}.log",
     conda:
@@ -31,7 +32,7 @@ rule explain_top_promoters:
         "python workflows/scripts/top_regions.py {input.peaks} {input.sizes} {params.top} {params.flank} "
         "{output.regions} > {log} 2>&1 && "
         "if [ -s {output.regions} ]; then "
-        "genolin explain --model {input.model} --fasta {input.fasta} --regions {output.regions} "
+        "genolin explain --model {params.model} --fasta {input.fasta} --regions {output.regions} "
         "--method {params.method} {params.context} --motifs --device {params.device} --out {params.out} >> {log} 2>&1; "
         "else echo 'no promoter calls to explain' >> {log}; "
         "printf 'id\\tlength\\tlog_odds\\tmax_importance\\n' > {output.scores}; "

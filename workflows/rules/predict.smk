@@ -7,7 +7,7 @@ if not SCATTER:
 
     rule predict_genome:
         input:
-            model=f"{RESULTS}/models/{{model}}",
+            model=model_input,
             fasta=genome_fasta,
             sizes=f"{RESULTS}/genomes/{{genome}}.sizes",
         output:
@@ -18,19 +18,20 @@ if not SCATTER:
             args=predict_args,
             prefix=prediction_prefix,
             device=config["device"],
+            model=model_arg,
         log:
             f"{RESULTS}/logs/predict/{{model}}.{{genome}}.log",
         conda:
             ENV
         shell:
-            "genolin predict --model {input.model} --fasta {input.fasta} --out {params.prefix} {params.args} "
+            "genolin predict --model {params.model} --fasta {input.fasta} --out {params.prefix} {params.args} "
             "--device {params.device} > {log} 2>&1"
 
 else:
 
     rule predict_contig:
         input:
-            model=f"{RESULTS}/models/{{model}}",
+            model=model_input,
             fasta=genome_fasta,
             sizes=f"{RESULTS}/genomes/{{genome}}.sizes",
         output:
@@ -43,13 +44,14 @@ else:
             args=predict_args,
             prefix=prediction_prefix,
             device=config["device"],
+            model=model_arg,
             contig=part_contig,
         log:
             f"{RESULTS}/logs/predict/{{model}}.{{genome}}.{{part}}.log",
         conda:
             ENV
         shell:
-            "genolin predict --model {input.model} --fasta {input.fasta} --contig {params.contig} "
+            "genolin predict --model {params.model} --fasta {input.fasta} --contig {params.contig} "
             "--out {params.prefix} {params.args} --device {params.device} > {log} 2>&1"
 
     rule gather_predictions:
