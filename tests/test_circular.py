@@ -385,3 +385,83 @@ def test_explain_reads_a_circle_across_its_origin_as_a_rotated_copy(tmp_path):
         assert got["circle"][key].shape == (21, 4)
         np.testing.assert_allclose(got["circle"][key], got["rotated"][key], rtol=1e-5, atol=1e-6)
     assert not np.allclose(got["clipped"]["r1"], got["circle"]["r1"], atol=1e-4)
+
+
+# --- window offsets (--offset-average) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("length", "circular"), [(20_001, False), (20_001, True), (1_000, False), (7, True)])
+@pytest.mark.parametrize("offset", [1, 100, 383])
+def test_offset_tilings_keep_every_bin_once_with_context(tmp_path, length, circular, offset):
+    """A tiling moved by ``offset`` bins (below the step of 384) keeps every bin once, in order, with the margin's
+    context inside a region; its window boundaries differ from the plain tiling's."""
+    from genolin.inference.windows import plan_batches
+
+    write_fasta(tmp_path / "g.fa", {"c": random_seq(length, 1)})
+    data = TrackData(Genome(tmp_path / "g.fa"), [], window_bp=2_048, k=6, stride=4,
+                     circular=["c"] if circular else [])
+    plans = [[x for batch in plan_batches(data, [("c", 0, length)], None, 3, o) for x in batch] for o in (0, offset)]
+    for plan in plans:
+        kept = np.concatenate([np.arange(keep_from, keep_to) for _, keep_from, keep_to in plan])
+        assert kept.tolist() == list(range(-(-length // 4)))
+        for w, keep_from, keep_to in plan:
+            first = w.start // 4
+            assert w.bins <= 512 and (not circular or (keep_from - first >= 64 and first + w.bins - keep_to >= 64))
+    if length > 4 * 512:
+        assert {k for _, k, _ in plans[0]} != {k for _, k, _ in plans[1]}
+
+
+def test_offsets_averaged_is_the_mean_of_passes_cut_anywhere():
+    from genolin.inference.windows import offsets_averaged
+
+    rng = np.random.default_rng(3)
+    contigs = {"a": 1_000, "b": 37}
+    truth = [{c: rng.random((n, 2)).astype(np.float32) for c, n in contigs.items()} for _ in range(3)]
+
+    def pieces(values):  # the contigs in order, cut at random places
+        for c, n in contigs.items():
+            at = 0
+            while at < n:
+                size = int(rng.integers(0, 90))  # empty pieces too
+                yield c, at, values[c][at:at + size]
+                at += size
+
+    got = {c: np.full((n, 2), np.nan) for c, n in contigs.items()}
+    for c, first, probs in offsets_averaged([pieces(v) for v in truth]):
+        assert np.isnan(got[c][first:first + len(probs)]).all()
+        got[c][first:first + len(probs)] = probs
+    for c in contigs:
+        want = np.mean([v[c].astype(np.float64) for v in truth], axis=0)
+        assert np.abs(got[c] - want).max() <= 1e-6 * np.abs(want).max()
+    with pytest.raises(RuntimeError, match="out of step"):
+        list(offsets_averaged([pieces(truth[0]), iter([("b", 0, truth[1]["b"])])]))
+
+
+def test_offset_average_is_the_mean_of_the_offset_passes(tmp_path, float64_run):
+    """--offset-average 3 through the predictor: the mean of three single passes at the offsets 0, 128 and 256 bins,
+    each a track of its own (windows placed elsewhere give other values inside the contig); on a circle and a
+    line."""
+    from genolin.inference.windows import window_offsets
+
+    (rec,) = read_fasta(ECOLI_BGZ)
+    seq = rec.seq[200_000:230_001].decode()
+    cfg = float64_run.config.train
+    for name, headers in (("line", {}), ("circle", {"c": "topology=circular"})):
+        write_fasta(tmp_path / f"{name}.fa", {"c": seq}, headers)
+        data = TrackData.load([str(tmp_path / f"{name}.fa")], [], cfg)
+        offsets = window_offsets(data, None, 3)
+        assert offsets == [0, 128, 256]
+        passes = []
+        for o in offsets:
+            out = np.full((-(-len(seq) // 4), 2), np.nan)
+            for _, first, probs in float64_run.predictor.windows.region_probs(data, data.whole(), True, False, o):
+                out[first:first + len(probs)] = probs
+            passes.append(out)
+        float64_run.predictor.window_offsets = 3
+        try:
+            averaged = track_of(float64_run, data)
+        finally:
+            float64_run.predictor.window_offsets = 1
+        want = np.mean(passes, axis=0)
+        assert np.abs(averaged - want).max() <= 1e-6 * np.abs(want).max()
+        assert np.abs(passes[0] - passes[1]).max() > 1e-2 * np.abs(passes[0]).max()  # tilings differ inside

@@ -46,8 +46,8 @@ from genolin.cli.options import (
                    "(val_fraction). --whole-genome: every bin, training part included (with a warning).")
 @adapt_options
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shift_average, window_bp, threshold,
-             calls_per_mbp, min_distance, held_out, adapt_steps, adapt_lr, device) -> None:
+def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shift_average, window_bp, window_offsets,
+             threshold, calls_per_mbp, min_distance, held_out, adapt_steps, adapt_lr, device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
     from genolin.adapt import AdaptOptions
     from genolin.config import DataSpec
@@ -60,7 +60,7 @@ def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shi
     # adaptation trains float32 weights and casts them for inference afterwards (genolin.adapt)
     check_adapt(adapt_steps, adapt_lr)
     run = load_run(list(model_dirs), device, shift_views=shift_average, window_bp=window_bp,
-                   bf16_weights=False if adapt_steps else None)
+                   window_offsets=window_offsets, bf16_weights=False if adapt_steps else None)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss),
                       circular=list(circular))
     run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=run.rc_average(rc_average),

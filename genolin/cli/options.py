@@ -38,7 +38,12 @@ def circular_option(command):
 
 
 def window_option(command):
-    """``--window-bp N`` (track models; None: the run's training window, resolved by ``load_run``)."""
+    """``--window-bp N`` (track models; None: the run's training window, resolved by ``load_run``) and
+    ``--offset-average N`` (track models: N tilings of the windows averaged)."""
+    command = click.option(
+        "--offset-average", "window_offsets", type=click.IntRange(1, 16), default=1, metavar="N",
+        help="Track: average N passes over the genome whose windows start at N offsets spread over a window's step, "
+             "so a bin's value does not depend on where the windows fall (N times the work; one process).")(command)
     return click.option(
         "--window-bp", type=click.IntRange(min=1), default=None, metavar="BP",
         help="Track: read the genome in windows of this many bp (a multiple of the stride, at least the training "

@@ -44,8 +44,9 @@ from genolin.cli.options import (
 @click.option("--compile/--no-compile", "compile_model", default=False,
               help="Run the model's blocks through torch.compile (compiling takes seconds on a machine's first run). "
                    "Off by default: eager batches replay CUDA graphs, which compiled blocks cannot, and run faster.")
-def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, threshold, calls_per_mbp, track_format,
-            contigs, circular, min_distance, adapt_steps, adapt_lr, batch_size, device, compile_model) -> None:
+def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, window_offsets, threshold, calls_per_mbp,
+            track_format, contigs, circular, min_distance, adapt_steps, adapt_lr, batch_size, device,
+            compile_model) -> None:
     """Predict promoters with a trained model."""
     import logging
     import time
@@ -62,7 +63,8 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, t
     # casts them for inference afterwards (genolin.adapt)
     check_adapt(adapt_steps, adapt_lr)
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
-                   shift_views=shift_average, window_bp=window_bp, bf16_weights=False if adapt_steps else None)
+                   shift_views=shift_average, window_bp=window_bp, window_offsets=window_offsets,
+                   bf16_weights=False if adapt_steps else None)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
     density = run.call_density(calls_per_mbp, threshold is not None)
     options = PredictOptions(rc_average=run.rc_average(rc_average),

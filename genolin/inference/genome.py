@@ -86,9 +86,10 @@ class GenomeWindows:
         """(bins per genome window, margin bins) of the predictor's ``window_bp`` (``windows.window_bins``)."""
         return window_bins(data, self.predictor.window_bp)
 
-    def plan(self, data: TrackData, regions) -> Iterator[Batch]:
-        """The batches of windows covering ``regions`` (``windows.plan_batches``)."""
-        return plan_batches(data, regions, self.predictor.window_bp, self.predictor.batch_size)
+    def plan(self, data: TrackData, regions, offset: int = 0) -> Iterator[Batch]:
+        """The batches of windows covering ``regions``, their tiling moved by ``offset`` bins
+        (``windows.plan_batches``)."""
+        return plan_batches(data, regions, self.predictor.window_bp, self.predictor.batch_size, offset)
 
     def tokens(self, data: TrackData, batch: Batch, rc_average: bool):
         """(batch, bases, codes (R or 2R, L) uint8, nbins (R,) int64): the windows' base codes, then (rc_average)
@@ -165,12 +166,13 @@ class GenomeWindows:
             kept = full.reshape(-1, full.shape[-1])[kept_rows(data, batch, full.shape[1])]
         yield from pieces(data, batch, bases, finite(kept), bar)
 
-    def region_probs(self, data: TrackData, regions, rc_average: bool, progress) -> Iterator[Piece]:
+    def region_probs(self, data: TrackData, regions, rc_average: bool, progress, offset: int = 0
+                     ) -> Iterator[Piece]:
         """One process: pieces covering every bin of ``regions``, in order. Batches running while the caller turns
         earlier ones into pieces: CUDA: two in the GPU's queue (the writers' and peak callers' work on one batch
         varies, e.g. at a contig's end: the GPU keeps one in hand); CPU: one per model thread (``cpu_model_threads``,
         torch's intra-op threads set to their share until the generator finishes). Windows are read ahead on a
-        thread (a CPU's cores run the model)."""
+        thread (a CPU's cores run the model). ``offset``: the windows' tiling moved by that many bins."""
         cuda = self.predictor.device.type == "cuda"
         depth, threads = (CUDA_QUEUE_DEPTH, None) if cuda else cpu_model_threads()
         readers = CUDA_TOKEN_THREADS if cuda else 1
@@ -182,7 +184,7 @@ class GenomeWindows:
                 batch, bases, codes, nbins = made
                 return batch, bases, self.launch(data, batch, codes, nbins, rc_average, model)
 
-            yield from pipelined(self.plan(data, regions), lambda batch: self.tokens(data, batch, rc_average),
+            yield from pipelined(self.plan(data, regions, offset), lambda batch: self.tokens(data, batch, rc_average),
                                  launch, lambda running: self.pieces(data, *running, bar),
                                  pool=pool, ahead=depth + readers, depth=depth)
 

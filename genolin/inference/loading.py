@@ -160,7 +160,7 @@ def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
 
 def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_size: int | None = None,
              distributed: bool = False, compile: bool = False, shift_views: int | None = 0,
-             bf16_weights: bool | None = None, window_bp: int | None = None) -> Run:
+             bf16_weights: bool | None = None, window_bp: int | None = None, window_offsets: int = 1) -> Run:
     """The model of a run directory (best weights if training validated, else the last), in eval mode; a list of
     run directories: their ensemble (see the package docstring), whose decision threshold is the mean of the ones
     its members chose on validation (when all did).
@@ -174,7 +174,9 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     passes False: its gradients keep float32 weights).
     ``window_bp``: track models read the genome in windows of this many bp (a multiple of the stride, at least the
     training window; margins stay an eighth of the training window, so longer windows read fewer bases twice:
-    1.33x at the training window, 1.07x at four times it); None: the training window."""
+    1.33x at the training window, 1.07x at four times it); None: the training window.
+    ``window_offsets``: track models average this many passes over a genome, their windows tiled from as many
+    offsets (one process; N times the work)."""
     run_dirs = list(run_dir) if isinstance(run_dir, list | tuple) else [run_dir]
     if not run_dirs:
         raise InputError(None, "no run directory given")
@@ -189,7 +191,11 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     elif shift_views and not kind.shift_averaging:
         raise InputError("--shift-average", "averages shifted inputs of sequence classifiers; this run is a "
                                             f"{config.task} model")
+    if window_offsets > 1 and not kind.has_track:
+        raise InputError("--offset-average", f"averages tilings of genome windows; this run is a {config.task} model")
     dist = init_distributed(device) if distributed else Dist()
+    if window_offsets > 1 and dist.world > 1:
+        raise InputError("--offset-average", "runs in one process, not under torchrun")
     dev = pick_device(device, dist.local_rank)
     loading = None
     if dev.type == "cuda":  # the kernels' modules load while the weights do
@@ -210,13 +216,17 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
             batch_size = max(1 if window_bp else batch_size, tokens // window_tokens)
     predictor = Predictor(model, task, dev, batch_size=batch_size, max_tokens=config.train.max_tokens,
                           amp=config.train.amp, dist=dist, compile=compile, members=[m[:2] for m in members],
-                          shift_views=shift_views, window_bp=window_bp, cuda_graphs=True, loading=loading)
+                          shift_views=shift_views, window_bp=window_bp, cuda_graphs=True, loading=loading,
+                          window_offsets=window_offsets)
     thresholds = [float(m[3]["threshold"]) for m in members if "threshold" in m[3]]
     threshold = float(np.mean(thresholds)) if len(thresholds) == len(members) else None
     densities = [c.task_state.get("tss_per_mbp") for c in configs]
     density = float(np.mean(densities)) if all(d is not None for d in densities) else None
     if len(members) > 1:
         log.info("an ensemble of %d runs: probabilities averaged", len(members))
+    if window_offsets > 1:
+        log.info("track probabilities averaged over %d tilings of the genome's windows (--offset-average)",
+                 window_offsets)
     if shift_views:
         log.info("probabilities averaged over each sequence with 0..%d leading bases dropped (the run trained with "
                  "shifts of up to %d; --shift-average 0: off)", shift_views, config.train.max_shift_bp)

@@ -20,7 +20,7 @@ from genolin.inference.genome import GenomeWindows
 from genolin.inference.pipeline import PIECES_AHEAD, computed_ahead
 from genolin.inference.ranks import region_probs_everywhere, region_probs_shared, write_shares
 from genolin.inference.views import finite, log_mean_over_views, mean_over_views, members_mean, views_of
-from genolin.inference.windows import Piece
+from genolin.inference.windows import Piece, offsets_averaged, window_offsets
 from genolin.model import Encoder
 from genolin.tasks import SequenceData, Task, TrackData
 
@@ -39,9 +39,12 @@ class Predictor:
     def __init__(self, model: Encoder, task: Task, device: torch.device, *, batch_size: int, max_tokens: int,
                  amp: bool = False, dist: Dist | None = None, compile: bool = False,
                  members: list[tuple[Encoder, Task]] | None = None, shift_views: int = 0,
-                 window_bp: int | None = None, cuda_graphs: bool = False, loading: threading.Thread | None = None):
+                 window_bp: int | None = None, cuda_graphs: bool = False, loading: threading.Thread | None = None,
+                 window_offsets: int = 1):
         self.model, self.task, self.device = model, task, device
         self.window_bp = window_bp  # genome windows of this length (None: the training window)
+        # track models: probabilities averaged over this many tilings of the genome's windows (one process)
+        self.window_offsets = window_offsets
         # sequence classifiers: probabilities also averaged over these many views with leading bases dropped
         self.shift_views = shift_views
         # (model, task) pairs whose probabilities are averaged; the first is (model, task)
@@ -167,12 +170,21 @@ class Predictor:
         (windows not shared over torchrun ranks), the batches are launched and made into pieces on a thread of
         their own, up to ``PIECES_AHEAD`` pieces ahead of the caller, who writes them meanwhile. ``everywhere``
         (torchrun): the ranks share the batches and every rank yields every piece
-        (``ranks.region_probs_everywhere``)."""
+        (``ranks.region_probs_everywhere``). With ``window_offsets`` N > 1 (one process), the mean of N passes whose
+        windows are tiled from N offsets (``windows.window_offsets``), run in step."""
         self.windows.capture(data, regions, rc_average)  # CUDA graphs: here, before any pipeline thread starts
         if ahead and self.device.type == "cuda" and (everywhere or not (self.dist.world > 1 and shared)):
             yield from computed_ahead(self.region_probs(data, regions, rc_average=rc_average, progress=progress,
                                                         shared=shared, everywhere=everywhere),
                                       self.device, PIECES_AHEAD)
+        elif self.window_offsets > 1:  # (one process: load_run refuses offsets under torchrun)
+            offsets = window_offsets(data, self.window_bp, self.window_offsets)
+            before = torch.get_num_threads()  # each pass sets and restores torch's threads; their ends interleave
+            try:
+                yield from offsets_averaged([self.windows.region_probs(data, regions, rc_average, progress and i == 0,
+                                                                       offset) for i, offset in enumerate(offsets)])
+            finally:
+                torch.set_num_threads(before)
         elif everywhere and self.dist.world > 1:
             yield from region_probs_everywhere(self.windows, self.dist, data, regions, rc_average, progress)
         elif self.dist.world > 1 and shared:

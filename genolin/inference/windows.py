@@ -1,7 +1,8 @@
 """Genome window planning, on the host (numpy only): which windows cover a genome's regions, which of their bins
 each keeps, and how a batch's kept bins become the pieces ``Predictor.region_probs`` yields.
 
-    plan_batches(data, regions, window_bins, margin, batch_size) -> batches of (Window, keep_from, keep_to)
+    plan_batches(data, regions, window_bins, margin, batch_size, offset) -> batches of (Window, keep_from, keep_to)
+    window_offsets(data, window_bp, n) -> n offsets of the windows' tiling; offsets_averaged(passes) -> their mean
     window_codes(data, batch, rows, tokens, rc_average) -> (bases, codes (rows or 2 rows, L) uint8, nbins)
     kept_rows(data, batch, tokens) -> the rows of the batch's (R * tokens, 2) probabilities its windows keep
     pieces(data, batch, bases, kept, bar) -> (contig, first bin, probs (n, 2)) per contig run of the batch
@@ -33,14 +34,16 @@ def window_bins(data: TrackData, window_bp: int | None) -> tuple[int, int]:
     return (window_bp or data.window_bp) // data.stride, data.window_bp // data.stride // 8
 
 
-def plan_batches(data: TrackData, regions, window_bp: int | None, batch_size: int) -> Iterator[Batch]:
+def plan_batches(data: TrackData, regions, window_bp: int | None, batch_size: int, offset: int = 0
+                 ) -> Iterator[Batch]:
     """Batches of at most ``batch_size`` (window, keep_from, keep_to) over the regions (contig, a, b) in order:
     windows of ``window_bins`` overlapping by 2 * margin bins, each keeping its centre (a region's first and last
-    window keep their outer edge)."""
+    window keep their outer edge). ``offset`` bins (below the step, window bins - 2 * margin): every window
+    boundary after a region's first moved that much earlier, a tiling of its own (``window_offsets``)."""
     nb, margin = window_bins(data, window_bp)
     pending: Batch = []
     for region in regions:
-        for window in (circle_windows if data.wraps(region) else region_windows)(data, region, nb, margin):
+        for window in (circle_windows if data.wraps(region) else region_windows)(data, region, nb, margin, offset):
             pending.append(window)
             if len(pending) == batch_size:
                 yield pending
@@ -49,30 +52,61 @@ def plan_batches(data: TrackData, regions, window_bp: int | None, batch_size: in
         yield pending
 
 
-def region_windows(data: TrackData, region, nb: int, margin: int) -> Iterator[tuple[Window, int, int]]:
+def region_windows(data: TrackData, region, nb: int, margin: int, offset: int = 0
+                   ) -> Iterator[tuple[Window, int, int]]:
     """(window, keep_from, keep_to) over a region (contig, a, b) read as a line: its first and last window keep
-    their outer edge."""
+    their outer edge; the first keeps ``offset`` bins fewer."""
     contig, a, b = region
     first, end = a // data.stride, -(-b // data.stride)
     b0 = keep_from = first
     while keep_from < end:
         nbins = min(nb, end - b0)
-        keep_to = end if b0 + nbins >= end else b0 + nb - margin
+        keep_to = end if b0 + nbins >= end else b0 + nb - margin - (offset if b0 == first else 0)
         yield Window(contig, b0 * data.stride, nbins), keep_from, keep_to
         keep_from, b0 = keep_to, max(keep_to - margin, first)
 
 
-def circle_windows(data: TrackData, region, nb: int, margin: int) -> Iterator[tuple[Window, int, int]]:
-    """(window, keep_from, keep_to) over a whole circular contig (contig, 0, length): windows from margin bins
-    before the origin, each keeping its centre, the last running margin bins past the end (a contig shorter than
-    a window: one window of it and margin bins either side)."""
+def circle_windows(data: TrackData, region, nb: int, margin: int, offset: int = 0
+                   ) -> Iterator[tuple[Window, int, int]]:
+    """(window, keep_from, keep_to) over a whole circular contig (contig, 0, length): windows from margin
+    (+ ``offset``) bins before the origin, each keeping its centre, the last running margin bins past the end (a
+    contig shorter than a window: one window of it and margin bins either side)."""
     contig, _, b = region
     end = -(-b // data.stride)
-    b0, keep_from = -margin, 0
+    b0, keep_from = -margin - offset, 0
     while keep_from < end:
         keep_to = min(b0 + nb - margin, end)
         yield Window(contig, b0 * data.stride, min(nb, keep_to + margin - b0)), keep_from, keep_to
         keep_from, b0 = keep_to, keep_to - margin
+
+
+def window_offsets(data: TrackData, window_bp: int | None, n: int) -> list[int]:
+    """``n`` window offsets in bins, evenly over a window's step (its bins less both margins): 0 first."""
+    nb, margin = window_bins(data, window_bp)
+    return [i * (nb - 2 * margin) // n for i in range(n)]
+
+
+def offsets_averaged(passes: list[Iterator[Piece]]) -> Iterator[Piece]:
+    """The pieces of several passes over the same regions (each covering every bin once, in the same order, cut
+    into pieces at other places) averaged bin by bin: a piece up to the first end among the passes' current ones."""
+    heads: list[Piece | None] = [None] * len(passes)
+    while True:
+        for i, stream in enumerate(passes):
+            while heads[i] is None or not len(heads[i][2]):
+                heads[i] = next(stream, None)
+                if heads[i] is None:
+                    break
+        if all(h is None for h in heads):
+            return
+        if any(h is None or h[:2] != heads[0][:2] for h in heads):
+            raise RuntimeError("window offsets: the passes over the genome fell out of step")
+        contig, first = heads[0][:2]
+        n = min(len(h[2]) for h in heads)
+        total = heads[0][2][:n].astype(np.float32)
+        for h in heads[1:]:
+            total += h[2][:n]
+        yield contig, first, total / np.float32(len(heads))
+        heads = [(c, f + n, p[n:]) for c, f, p in heads]
 
 
 def window_codes(data: TrackData, batch: Batch, rows: int, tokens: int, rc_average: bool
