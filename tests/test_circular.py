@@ -464,4 +464,4 @@ def test_offset_average_is_the_mean_of_the_offset_passes(tmp_path, float64_run):
             float64_run.predictor.window_offsets = 1
         want = np.mean(passes, axis=0)
         assert np.abs(averaged - want).max() <= 1e-6 * np.abs(want).max()
-        assert np.abs(passes[0] - passes[1]).max() > 1e-2 * np.abs(passes[0]).max()  # tilings differ inside
+        assert np.abs(passes[0] - passes[1]).max() > 1e-3 * np.abs(passes[0]).max()  # tilings differ inside
