@@ -20,6 +20,9 @@ out, trained further (`genolin train --init`) on the first --finetune-fraction o
 against the same part trained from scratch (the preset and recipe) and the fold model as it is, all scored on the
 rest of G.
 
+--offset-average N scores every genome with `genolin evaluate --offset-average N` (N tilings of the windows
+averaged), in evaluation folders of their own: run again on the same --work, the trained runs are scored again.
+
 Writes PREFIX.json (every run: settings, seconds, metrics) and PREFIX.md. Runs go to --work (default a temporary
 folder); a run whose evaluations exist there is not run again.
 """
@@ -95,9 +98,13 @@ class Runner:
 
     def evaluate(self, run_dir: Path, pair: tuple[str, str], out: Path, log: Path, gpu: int | None) -> dict:
         """``genome_row`` of the run on one genome (evaluated unless found in ``out``)."""
+        offsets = self.args.offset_average
+        if offsets > 1:  # a folder of its own: an evaluation found is not run again
+            out = out.with_name(f"{out.name}_off{offsets}")
         if not (out / "metrics.json").exists():
             run([*self.py, "evaluate", "--model", str(run_dir), "--fasta", pair[0], "--tss", pair[1],
-                 "--rc-average", "--device", self.args.device, "--out", str(out)], log, self.env(gpu))
+                 "--rc-average", "--offset-average", str(offsets), "--device", self.args.device, "--out", str(out)],
+                log, self.env(gpu))
         m = json.loads((out / "metrics.json").read_text())
         return genome_row(next(iter(m["genomes"].values())))
 
@@ -219,7 +226,9 @@ def tables(rows: list[dict], meta: dict) -> str:
     a = meta["args"]
     lines = [f"# Promoter-track recipes on eleven bacterial genomes ({meta['date']})", "",
              f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
-             f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once", "", f"`{meta['command']}`", "",
+             f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once"
+             + (f"; scored with --offset-average {a['offset_average']}" if a.get("offset_average", 1) > 1 else ""),
+             "", f"`{meta['command']}`", "",
              "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
                                     for n, s in meta["recipes"].items()), "",
              "Folds (held out together): " + "; ".join(f"{f}: {', '.join(m)}" for f, m in FOLDS.items()) + ". Near: "
@@ -291,6 +300,8 @@ def main() -> None:
     p.add_argument("--finetune", default="", metavar="GENOMES",
                    help="fine-tuning on these held-out genomes (comma-separated), the first recipe's seed-0 models")
     p.add_argument("--finetune-fraction", type=float, default=0.1, help="the part of the genome fine-tuning sees")
+    p.add_argument("--offset-average", type=int, default=1, metavar="N",
+                   help="evaluate with --offset-average N (tilings of the genome's windows averaged)")
     p.add_argument("--max-minutes", type=float, default=None, help="time limit of one training (default 60)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads of each run (default: cores / --parallel)")
     p.add_argument("--parallel", type=int, default=1, help="runs at once (on one GPU they share it)")
