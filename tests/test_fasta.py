@@ -6,6 +6,7 @@ import bz2
 import gzip
 import shutil
 
+import numpy as np
 import pytest
 from Bio import bgzf
 from conftest import ECOLI_BGZ, FIXTURES, shared_file
@@ -425,3 +426,28 @@ def test_genome_fetch_validates_region(tmp_path):
             genome.fetch("a", 5, 20)
         with pytest.raises(ValueError):
             genome.fetch("a", 5, 50)
+
+
+def test_bgzf_of_full_64_kib_blocks_reads_across_every_block_start(tmp_path):
+    """Bio.bgzf writes blocks of 65,536 bytes; pyfaidx 0.9 cannot seek to the first byte of the block after such a
+    one ("within_block_offset ... got 65536"). Every region starting at or near a block's first byte reads as in
+    the plain file, the record's first base included."""
+    from Bio import bgzf
+
+    rng = np.random.default_rng(5)
+    seqs = {"a": "".join(rng.choice(list("ACGT"), 200_003)), "b": "".join(rng.choice(list("ACGT"), 70_000))}
+    text = "".join(f">{n}\n" + "\n".join(s[i:i + 80] for i in range(0, len(s), 80)) + "\n" for n, s in seqs.items())
+    with bgzf.BgzfWriter(str(tmp_path / "g.fa.gz"), "wb") as fh:
+        fh.write(text.encode())
+    genome = Genome(tmp_path / "g.fa.gz")
+    starts = {"a": 3, "b": len(text.split(">b\n")[0]) + 3}  # each record's first base, as a file offset
+    for name, seq in seqs.items():
+        for block in range(1, len(text) // 65_536 + 1):
+            base = block * 65_536 - starts[name]
+            base -= base // 81  # the base whose byte is the block's first (80 bases and a newline a line)
+            for start in range(max(0, base - 2), min(len(seq), base + 3)):
+                assert genome.fetch(name, start, min(len(seq), start + 500)) == seq[start:start + 500].encode()
+    with bgzf.BgzfWriter(str(tmp_path / "h.fa.gz"), "wb") as fh:  # record i's first base: a block's first byte
+        fh.write((">h\n" + "A" * 65_529 + "\n>i\n" + "C" * 100 + "G" * 100 + "\n").encode())
+    genome = Genome(tmp_path / "h.fa.gz")
+    assert genome.fetch("i", 0, 150) == b"C" * 100 + b"G" * 50 and genome.fetch("h", 65_520) == b"A" * 9
