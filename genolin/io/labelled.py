@@ -14,10 +14,11 @@ reading its dev/test sets so the indices agree (an unknown class is then an erro
 
 from __future__ import annotations
 
+import codecs
 import csv
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import numpy as np
 from genolin.errors import InputError
 from genolin.io.fasta import normalise, read_fasta
 from genolin.io.files import open_binary, read_text
+from genolin.io.store import store_builder
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +37,12 @@ FIELD_LIMIT = 2**31 - 1
 
 @dataclass
 class LabelledSet:
-    """``ids[i]``, ``seqs[i]`` (ACGTN bytes) and ``labels[i]`` (index into ``classes``) for each sequence."""
+    """``ids[i]``, ``seqs[i]`` (ACGTN bytes) and ``labels[i]`` (index into ``classes``) for each sequence. The
+    readers hold ``seqs`` as one byte per base (``genolin.io.store.BaseStore``: in memory, or memory-mapped for
+    a set larger than a quarter of the free memory)."""
 
     ids: list[str]
-    seqs: list[bytes]
+    seqs: Sequence[bytes]
     labels: np.ndarray  # (n,) int64
     classes: list[str]
     source: str = ""
@@ -92,7 +96,7 @@ def longest_sequence_bp(path: str | os.PathLike, sequence_column: str = "sequenc
             if not rest.startswith(b">"):
                 current += len(rest.strip())
             return max(longest, current)
-        _, header, rows = _table(read_text(path))
+        _, header, rows = _table(path)
         column = [h.lower() for h in header].index(sequence_column)
         return max((len(row[column].strip()) for row in rows if len(row) > column), default=0)
     except (InputError, OSError, ValueError, StopIteration, csv.Error, EOFError):
@@ -103,22 +107,59 @@ def read_sequences(path: str | os.PathLike) -> LabelledSet:
     """Sequences to predict, labels not needed: FASTA records, or CSV/TSV rows with a ``sequence`` column (any
     ``label`` column is ignored). Every sequence gets label 0 of the one class ``"?"``."""
     if _starts_with_fasta_header(path):
-        ids, seqs = [], []
-        for rec in read_fasta(path, allow_empty=False):
-            ids.append(rec.name)
-            seqs.append(rec.seq)
-        return LabelledSet(ids, seqs, np.zeros(len(ids), dtype=np.int64), ["?"], str(Path(path)))
+        ids, seqs = [], store_builder(path)
+        try:
+            for rec in read_fasta(path, allow_empty=False):
+                ids.append(rec.name)
+                seqs.append(rec.seq)
+        except BaseException:
+            seqs.abandon()
+            raise
+        return LabelledSet(ids, seqs.finish(), np.zeros(len(ids), dtype=np.int64), ["?"], str(Path(path)))
     return read_labelled_table(path, label_column=None)
 
 
-def _table(text: str):
-    """(index of the header line, its stripped cells, a csv reader over the rows after it) of a CSV/TSV text whose
-    first non-blank line is the header (delimiter: tab if the header has one, else comma)."""
-    lines = text.splitlines()
-    first = next(i for i, line in enumerate(lines) if line.strip())
+def text_lines(path: str | os.PathLike) -> Iterator[str]:
+    """The lines of a (plain or gzipped) UTF-8 text file, read as a stream (a byte-order mark dropped, line ends
+    stripped): an InputError for an empty file, binary data or text that is not UTF-8 (naming its line)."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    rest, line_no, any_text = "", 0, False
+    with open_binary(path) as stream:
+        first = True
+        while True:
+            block = stream.read(1 << 22)
+            if first and b"\x00" in block[:8192]:
+                raise InputError(path, "binary data, not a text file")
+            first = False
+            try:
+                text = decoder.decode(block, final=not block)
+            except UnicodeDecodeError as exc:
+                done = block[:max(exc.start, 0)].count(b"\n")
+                raise InputError(path, "not UTF-8 text (binary data?)", line_no + rest.count("\n") + done + 1) \
+                    from None
+            *lines, rest = (rest + text).split("\n")
+            for line in lines:
+                line_no += 1
+                any_text = any_text or bool(line.strip())
+                yield line.rstrip("\r")
+            if not block:
+                break
+    if rest:
+        any_text = any_text or bool(rest.strip())
+        yield rest.rstrip("\r")
+    if not any_text:
+        raise InputError(path, "empty file")
+
+
+def _table(path: str | os.PathLike):
+    """(index of the header line, its stripped cells, a csv reader over the rows after it) of a CSV/TSV file read
+    as a stream, whose first non-blank line is the header (delimiter: tab if the header has one, else comma)."""
+    lines = text_lines(path)
+    first, header = next((i, line) for i, line in enumerate(lines) if line.strip())
     csv.field_size_limit(FIELD_LIMIT)
-    rows = csv.reader(lines[first:], delimiter="\t" if "\t" in lines[first] else ",")
-    return first, [h.strip() for h in next(rows)], rows
+    delimiter = "\t" if "\t" in header else ","
+    rows = csv.reader(lines, delimiter=delimiter)
+    return first, [h.strip() for h in next(csv.reader([header], delimiter=delimiter))], rows
 
 
 def read_labelled_table(
@@ -131,7 +172,7 @@ def read_labelled_table(
 ) -> LabelledSet:
     """CSV/TSV with a header (delimiter: tab if the header has one, else comma); gzip is fine. Without a
     ``label_column`` the rows are unlabelled (label 0 of the one class ``"?"``)."""
-    first, header, rows = _table(read_text(path))
+    first, header, rows = _table(path)
     lower = [h.lower() for h in header]
     wanted = [c for c in (sequence_column, label_column) if c is not None]
     missing = [c for c in wanted if c.lower() not in lower]
@@ -141,7 +182,27 @@ def read_labelled_table(
     i_seq = lower.index(sequence_column.lower())
     i_lab = lower.index(label_column.lower()) if label_column is not None else None
     i_id = next((lower.index(c) for c in ("id", "name") if c in lower), None)
-    ids, seqs, raw_labels, where = [], [], [], []
+    ids, raw_labels, where = [], [], []
+    seqs = store_builder(path)
+    try:
+        _table_rows(path, rows, first, header, (i_seq, i_lab, i_id), ids, seqs, raw_labels, where)
+    except BaseException:
+        seqs.abandon()
+        raise
+    seqs = seqs.finish()
+    if not len(seqs):
+        raise InputError(path, "no data rows under the header")
+    _check_unique(path, ids, where)
+    if i_lab is None:
+        return LabelledSet(ids, seqs, np.zeros(len(ids), dtype=np.int64), ["?"], str(Path(path)))
+    return _finish(path, ids, seqs, raw_labels, where, classes, min_classes)
+
+
+def _table_rows(path, rows, first: int, header: list[str], columns: tuple, ids: list, seqs, raw_labels: list,
+                where: list) -> None:
+    """The rows of a table into ``ids``, ``seqs`` (a StoreBuilder), ``raw_labels`` and ``where`` (line numbers),
+    each checked."""
+    i_seq, i_lab, i_id = columns
     for offset, row in enumerate(rows, start=first + 2):
         if not row or not any(cell.strip() for cell in row):
             continue
@@ -160,12 +221,6 @@ def read_labelled_table(
         seqs.append(normalise(seq.encode("ascii", errors="replace"), path=path, where=offset))
         raw_labels.append(label)
         where.append(offset)
-    if not seqs:
-        raise InputError(path, "no data rows under the header")
-    _check_unique(path, ids, where)
-    if i_lab is None:
-        return LabelledSet(ids, seqs, np.zeros(len(ids), dtype=np.int64), ["?"], str(Path(path)))
-    return _finish(path, ids, seqs, raw_labels, where, classes, min_classes)
 
 
 def read_labelled_fasta(
@@ -177,7 +232,20 @@ def read_labelled_fasta(
 ) -> LabelledSet:
     """FASTA with ``label=<value>`` in each header, or labels from a separate ``id<TAB>label`` file."""
     table = read_label_tsv(labels) if labels is not None else None
-    ids, seqs, raw_labels, where = [], [], [], []
+    ids, raw_labels, where = [], [], []
+    seqs = store_builder(path)
+    try:
+        _fasta_records(path, labels, table, ids, seqs, raw_labels, where)
+    except BaseException:
+        seqs.abandon()
+        raise
+    if table is not None and len(table) > len(ids):
+        log.warning("%s: %d labelled ids are not in %s", labels, len(table) - len(ids), path)
+    return _finish(path, ids, seqs.finish(), raw_labels, where, classes, min_classes)
+
+
+def _fasta_records(path, labels, table: dict | None, ids: list, seqs, raw_labels: list, where: list) -> None:
+    """The records of a labelled FASTA into ``ids``, ``seqs`` (a StoreBuilder), ``raw_labels`` and ``where``."""
     for rec in read_fasta(path, allow_empty=False):
         if table is not None:
             if rec.name not in table:
@@ -191,9 +259,6 @@ def read_labelled_fasta(
         seqs.append(rec.seq)
         raw_labels.append(label)
         where.append(f"record {rec.name}")
-    if table is not None and len(table) > len(ids):
-        log.warning("%s: %d labelled ids are not in %s", labels, len(table) - len(ids), path)
-    return _finish(path, ids, seqs, raw_labels, where, classes, min_classes)
 
 
 def read_label_tsv(path: str | os.PathLike) -> dict[str, str]:

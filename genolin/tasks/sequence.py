@@ -26,7 +26,7 @@ from genolin.io.labelled import LabelledSet, load_labelled, longest_sequence_bp
 from genolin.model import LENGTH_LIMITED_MAX_TOKENS, LENGTH_LIMITED_MIXERS, kmer_profile
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
-from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, reverse_complement_map, substitute
+from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, substitute
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +59,15 @@ class SequenceData:
 
     def __init__(self, dataset: LabelledSet, *, k: int, stride: int):
         self.dataset, self.k, self.stride = dataset, k, stride
-        for i, seq in enumerate(dataset.seqs):
-            if len(seq) < k:
-                raise InputError(dataset.source, f"sequence {dataset.ids[i]!r} has {len(seq)} bases, fewer than "
-                                                 f"k = {k}")
-        self.lengths = np.array([n_tokens(len(s), k, stride) for s in dataset.seqs])
-        # Stride 1: tokenize once; RC and shifts then work on tokens. Otherwise re-tokenize per batch.
-        self.tokens = [kmer_ids(s, k, 1) for s in dataset.seqs] if stride == 1 else None
+        seqs = dataset.seqs
+        self.bases = seqs.lengths if hasattr(seqs, "lengths") else np.array([len(s) for s in seqs], dtype=np.int64)
+        short = np.flatnonzero(self.bases < k)
+        if len(short):
+            i = int(short[0])
+            raise InputError(dataset.source, f"sequence {dataset.ids[i]!r} has {self.bases[i]} bases, fewer than "
+                                             f"k = {k}")
+        # tokens are made per batch from the bases (one byte each): a set's memory is its bases, not its tokens
+        self.lengths = np.array([n_tokens(int(n), k, stride) for n in self.bases], dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -75,13 +77,6 @@ class SequenceData:
         """Token ids of sequence i: cropped to bases [start, start + length) with ``crop`` (start, length),
         reverse-complemented with ``rc``, ``shift`` leading bases dropped; ``mutate`` (rng, p): its bases
         substituted at random first (``substitute``)."""
-        if self.tokens is not None and mutate is None:
-            ids = self.tokens[i]
-            if crop is not None:
-                ids = ids[crop[0]:crop[0] + max(1, crop[1] - self.k + 1)]
-            if rc:
-                ids = reverse_complement_map(self.k)[ids][::-1]
-            return ids[shift:] if shift < len(ids) else ids[-1:]
         seq = self.dataset.seqs[i]
         if crop is not None:
             seq = seq[crop[0]:crop[0] + max(crop[1], self.k)]
@@ -103,7 +98,7 @@ class SequenceData:
         longest = int(self.lengths[i])
         tokens = min(batch_size * longest, max(max_tokens, longest))
         return tokens, (f"the longest {what + ' ' if what else ''}sequence {self.dataset.ids[i]!r}: "
-                        f"{len(self.dataset.seqs[i]):,} bp, {longest:,} tokens")
+                        f"{int(self.bases[i]):,} bp, {longest:,} tokens")
 
     def collate(self, indices: list[int], rng: np.random.Generator | None = None, *, rc_prob: float = 0.0,
                 max_shift: int = 0, rc: bool = False, shift: int = 0, mutate_prob: float = 0.0,
@@ -118,7 +113,7 @@ class SequenceData:
         for i in indices:
             flip = rc or (rng is not None and rc_prob > 0 and rng.random() < rc_prob)
             drop = shift + (int(rng.integers(0, max_shift + 1)) if rng is not None and max_shift > 0 else 0)
-            n = len(self.dataset.seqs[i])
+            n = int(self.bases[i])
             size = crop_length(n, *crop, rng) if rng is not None and crop is not None else n
             window = ((n - size) // 2, size) if size < n else None
             arrays.append(self.tokens_of(i, rc=flip, shift=drop, mutate=mutate, crop=window))
@@ -278,7 +273,7 @@ class SequenceTask(Task):
         self.train = self._data(*_one_source(spec), spec.labels)
         dataset = self.train.dataset
         self.classes = dataset.classes
-        self.max_train_bp = max(len(seq) for seq in dataset.seqs)
+        self.max_train_bp = int(self.train.bases.max())
         val_fasta, val_csv = _one_source(spec, val=True)
         self.val_set = None
         if val_fasta or val_csv:

@@ -1,0 +1,77 @@
+"""Labelled sets held as one byte per base (genolin.io.store): in memory or memory-mapped from a cache file for a
+set over a quarter of the free memory, the same sequences either way, and a clean stop, before reading, for a set
+that fits neither."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import genolin.io.store as store_mod
+import genolin.memory
+from genolin.cli import cli
+from genolin.errors import InputError
+from genolin.io.labelled import load_labelled
+from genolin.io.store import StoreBuilder, store_builder
+
+
+def random_seqs(n: int, seed: int = 0) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    return [rng.choice(list(b"ACGTN"), int(rng.integers(1, 3_000))).astype(np.uint8).tobytes() for _ in range(n)]
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_a_store_gives_back_each_sequence(tmp_path, on_disk):
+    seqs = random_seqs(57)
+    builder = StoreBuilder(tmp_path / "set.bases" if on_disk else None)
+    for s in seqs:
+        builder.append(s)
+    store = builder.finish()
+    assert len(store) == 57 and list(store) == seqs and store == seqs and store[-1] == seqs[-1]
+    assert store[3:6] == seqs[3:6] and store.lengths.tolist() == [len(s) for s in seqs]
+    assert store.buffer.dtype == np.uint8 and store.buffer.nbytes == sum(map(len, seqs))  # a byte per base
+    if on_disk:
+        assert isinstance(store.buffer, np.memmap) and not (tmp_path / "set.bases").exists()  # unlinked once mapped
+        assert store.resident_bytes == store.offsets.nbytes
+    with pytest.raises(IndexError):
+        store[57]
+
+
+def test_an_abandoned_build_leaves_no_file(tmp_path):
+    builder = StoreBuilder(tmp_path / "x.bases")
+    builder.append(b"ACGT")
+    builder.abandon()
+    assert not (tmp_path / "x.bases").exists()
+
+
+@pytest.fixture
+def big_csv(tmp_path):
+    seqs = random_seqs(40, seed=1)
+    path = tmp_path / "set.csv"
+    path.write_text("sequence,label\n" + "".join(f"{s.decode()},{i % 2}\n" for i, s in enumerate(seqs)))
+    return path, seqs
+
+
+def test_a_set_over_a_quarter_of_free_memory_is_memory_mapped(tmp_path, big_csv, monkeypatch):
+    path, seqs = big_csv
+    in_memory = load_labelled(path)
+    assert in_memory.seqs.path is None
+    monkeypatch.setattr(genolin.memory, "available_bytes", lambda device: 4 * path.stat().st_size - 1)
+    monkeypatch.setenv("GENOLIN_CACHE", str(tmp_path / "cache"))
+    mapped = load_labelled(path)
+    assert mapped.seqs.path is not None and str(mapped.seqs.path).startswith(str(tmp_path / "cache"))
+    assert mapped.seqs == in_memory.seqs == seqs and mapped.labels.tolist() == in_memory.labels.tolist()
+    assert list((tmp_path / "cache" / "sets").iterdir()) == []  # nothing left behind
+
+
+def test_a_set_that_fits_neither_memory_nor_disk_stops_before_reading(tmp_path, big_csv, monkeypatch):
+    path, _ = big_csv
+    monkeypatch.setattr(genolin.memory, "available_bytes", lambda device: 1000)
+    monkeypatch.setenv("GENOLIN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(store_mod.shutil, "disk_usage", lambda folder: type("U", (), {"free": 10})())
+    with pytest.raises(InputError, match="free in the cache folder"):
+        store_builder(path)
+    r = CliRunner().invoke(cli, ["-q", "train", "--csv", str(path), "--out", str(tmp_path / "run")])
+    assert r.exit_code == 1 and str(path) in r.output and "GENOLIN_CACHE" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
