@@ -16,15 +16,13 @@ and the allocator's rounding are not counted there.
 
 from __future__ import annotations
 
-import math
-import os
-
 import torch
 
+from genolin import host
 from genolin.errors import InputError
+from genolin.host import GIB, gib
 from genolin.model import EncoderConfig
 
-GIB = 2**30
 # float32 elements saved for backward per token and layer, in units of d_model (measured: linear 30.3, hybrid 32.5,
 # softmax 25.3, fnet 22.2, linformer 28.4, gla 53.4, deltanet 85.2; the MLP's share is 13.6)
 ACTIVATION_D = {"gla": 58.0, "deltanet": 92.0, "gated_deltanet": 96.0}
@@ -84,55 +82,17 @@ def inference_bytes(cfg: EncoderConfig, tokens: int, n_params: int, *, stream: b
                            + layer * 4 * (AMP_FACTOR if amp else 1.0) * rows_tokens))
 
 
-def _cgroup_room() -> int | None:
-    """Bytes this process's cgroup (v2 or v1) may still take, where it sets a limit."""
-    for limit_path, usage_path in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            with open(limit_path) as fh:
-                limit = fh.read().strip()
-            with open(usage_path) as fh:
-                usage = int(fh.read().strip())
-        except (OSError, ValueError):
-            continue
-        if limit.isdigit() and int(limit) < 2**60:
-            return max(int(limit) - usage, 0)
-    return None
-
-
 def available_bytes(device: torch.device) -> int:
     """What a new allocation may still take: on CUDA the GPU's free memory plus what PyTorch's allocator holds
-    unused; on a CPU the kernel's MemAvailable, or less under a cgroup limit. GENOLIN_MEMORY_GIB, where set,
-    replaces the reading (to plan for a smaller machine, and in tests)."""
-    given = os.environ.get("GENOLIN_MEMORY_GIB")
-    if given:
-        try:
-            gib_given = float(given)
-        except ValueError:
-            gib_given = -1.0
-        if not 0 < gib_given < 1e6:
-            raise InputError("GENOLIN_MEMORY_GIB", f"expected a number of GiB above 0, got {given!r}")
-        return int(gib_given * GIB)
+    unused; on a CPU the host's (``genolin.host.available_bytes``: MemAvailable, or less under a cgroup limit).
+    GENOLIN_MEMORY_GIB, where set, replaces the reading (to plan for a smaller machine, and in tests)."""
+    given = host.given_bytes()
+    if given is not None:
+        return given
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
-    room = None
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    room = int(line.split()[1]) * 1024
-                    break
-    except OSError:
-        pass
-    if room is None:
-        try:
-            room = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return 2**62  # no reading: no guard
-    cgroup = _cgroup_room()
-    return min(room, cgroup) if cgroup is not None else room
+    return host.available_bytes()
 
 
 def peak_bytes(device: torch.device) -> int:
@@ -142,10 +102,6 @@ def peak_bytes(device: torch.device) -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-
-
-def gib(n: int | float) -> str:
-    return f"{n / GIB:.1f} GiB" if n >= GIB / 10 else f"{math.ceil(n / 2**20)} MiB"
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -164,4 +120,5 @@ def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
                                f"{fix}")
 
 
-__all__ = ["available_bytes", "check_fits", "inference_bytes", "is_out_of_memory", "peak_bytes", "training_bytes"]
+__all__ = ["GIB", "available_bytes", "check_fits", "gib", "inference_bytes", "is_out_of_memory", "peak_bytes",
+           "training_bytes"]

@@ -9,7 +9,7 @@ from conftest import REPO
 
 # in the order data flows; a module may import its own layer and earlier ones
 LAYERS = [
-    ["genolin", "genolin.errors", "genolin.progress"],
+    ["genolin", "genolin.errors", "genolin.progress", "genolin.host"],
     ["genolin.io"],
     ["genolin.tokenize"],
     ["genolin.ops"],
@@ -17,7 +17,8 @@ LAYERS = [
     ["genolin.model"],
     ["genolin.config"],
     ["genolin.tasks", "genolin.peaks"],
-    ["genolin.checkpoint", "genolin.device", "genolin.memory", "genolin.averaging", "genolin.schedule"],
+    ["genolin.checkpoint", "genolin.device", "genolin.memory", "genolin.averaging", "genolin.schedule",
+     "genolin.models"],
     ["genolin.inference"],
     ["genolin.train", "genolin.selection", "genolin.adapt", "genolin.evaluate", "genolin.predict", "genolin.bench",
      "genolin.explain", "genolin.motifs"],

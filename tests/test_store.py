@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import genolin.host
 import genolin.io.store as store_mod
-import genolin.memory
 from genolin.cli import cli
 from genolin.errors import InputError
 from genolin.io.labelled import load_labelled
@@ -57,7 +57,7 @@ def test_a_set_over_a_quarter_of_free_memory_is_memory_mapped(tmp_path, big_csv,
     path, seqs = big_csv
     in_memory = load_labelled(path)
     assert in_memory.seqs.path is None
-    monkeypatch.setattr(genolin.memory, "available_bytes", lambda device: 4 * path.stat().st_size - 1)
+    monkeypatch.setattr(genolin.host, "available_bytes", lambda: 4 * path.stat().st_size - 1)
     monkeypatch.setenv("GENOLIN_CACHE", str(tmp_path / "cache"))
     mapped = load_labelled(path)
     assert mapped.seqs.path is not None and str(mapped.seqs.path).startswith(str(tmp_path / "cache"))
@@ -67,7 +67,7 @@ def test_a_set_over_a_quarter_of_free_memory_is_memory_mapped(tmp_path, big_csv,
 
 def test_a_set_that_fits_neither_memory_nor_disk_stops_before_reading(tmp_path, big_csv, monkeypatch):
     path, _ = big_csv
-    monkeypatch.setattr(genolin.memory, "available_bytes", lambda device: 1000)
+    monkeypatch.setattr(genolin.host, "available_bytes", lambda: 1000)
     monkeypatch.setenv("GENOLIN_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(store_mod.shutil, "disk_usage", lambda folder: type("U", (), {"free": 10})())
     with pytest.raises(InputError, match="free in the cache folder"):

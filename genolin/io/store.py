@@ -22,7 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from genolin import host
 from genolin.errors import InputError
+from genolin.host import gib
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +128,8 @@ def store_builder(path: str | os.PathLike, bases: int | None = None) -> StoreBui
     """A builder for the set in ``path``: in memory when its bases (``estimated_bases`` unless given) are below
     MEMORY_SHARE of the host's free memory, else a file in ``cache_folder()``, memory-mapped when finished. A set
     that fits neither stops here, before it is read, naming the file and what it needs."""
-    import torch
-
-    from genolin.memory import available_bytes, gib
-
     bases = estimated_bases(path) if bases is None else bases
-    room = available_bytes(torch.device("cpu"))
+    room = host.available_bytes()
     if bases <= MEMORY_SHARE * room:
         return StoreBuilder()
     folder = cache_folder()
