@@ -75,3 +75,31 @@ def test_a_set_that_fits_neither_memory_nor_disk_stops_before_reading(tmp_path, 
     r = CliRunner().invoke(cli, ["-q", "train", "--csv", str(path), "--out", str(tmp_path / "run")])
     assert r.exit_code == 1 and str(path) in r.output and "GENOLIN_CACHE" in r.output
     assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_tokens_made_per_batch_equal_tokens_made_once(k):
+    """SequenceData's tokens from the bases at each batch (rc, shift, crop) are what tokenizing once and working on
+    the tokens gave (the layout before the byte-per-base store): reverse-complement map, then slices."""
+    from genolin.io.labelled import LabelledSet
+    from genolin.tasks.sequence import SequenceData
+    from genolin.tokenize import kmer_ids, reverse_complement_map
+
+    seqs = random_seqs(30, seed=4)
+    seqs = [s + b"ACGT" for s in seqs]  # at least k bases
+    data = SequenceData(LabelledSet([f"s{i}" for i in range(30)], seqs, np.zeros(30, dtype=np.int64), ["a"]), k=k,
+                        stride=1)
+    rng = np.random.default_rng(0)
+    for i, seq in enumerate(seqs):
+        once = kmer_ids(seq, k, 1)
+        for rc in (False, True):
+            shift = int(rng.integers(0, 4))
+            start = int(rng.integers(0, len(seq) // 2 + 1))
+            length = int(rng.integers(1, len(seq) - start + 1))
+            ids = once[start:start + max(1, length - k + 1)]
+            if rc:
+                ids = reverse_complement_map(k)[ids][::-1]
+            want = ids[shift:] if shift < len(ids) else ids[-1:]
+            got = data.tokens_of(i, rc=rc, shift=shift, crop=(start, length))
+            if len(want) == len(ids) - shift:  # (a crop shorter than k + shift keeps its tokens either way)
+                assert got.tolist() == want.tolist()
