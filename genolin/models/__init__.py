@@ -73,6 +73,7 @@ def resolve_model(ref: str | Path, device_type: str | None = None) -> Path:
 
             device_type = "cuda" if torch.cuda.is_available() else "cpu"
         member = model.member_for(device_type)
-        log.info("bundled model %s: member %s (for %s; %s)", name, member, model.members[member],
-                 ", ".join(f"{name}-{m} names one" for m in model.members))
+        log.info("bundled model %s: its %s member, made for %s (%s names a member)", name, member,
+                 "GPUs" if model.members[member] == "cuda" else "CPUs",
+                 " or ".join(f"{name}-{m}" for m in model.members))
     return model.folder / member
