@@ -11,9 +11,7 @@ Per recipe the tables give, per held-out genome, AUPRC (mean +- sample sd over s
 the mean over genomes (its sd over seeds: the noise level two recipes must differ by); the smallest ratio; calls
 as predict makes them by default: precision and recall within 20 and 100 bp; training minutes; the runs whose log
 flagged memorisation (validation not improving while the training loss falls, `genolin.selection`); and with
---predict-speed, `genolin predict` Mbp/s on the held-out genome (whole command, bedGraph). With --adapt-steps N,
-evaluate and predict run test-time adaptation first (`--adapt-steps N`: N steps of the masked-token loss on the
-scored genome's sequence; its time counts in predict's Mbp/s), their outputs kept apart from unadapted ones.
+--predict-speed, `genolin predict` Mbp/s on the held-out genome (whole command, bedGraph).
 
 With --train-alone each genome of --held-out is instead the only training genome, and the other two are scored: a
 user's case (one annotated genome, new ones to predict). The training genomes' sizes then differ 2.8-fold (1.6 to
@@ -107,20 +105,15 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
                 for a in ("--set", f"{k}={v}")]
         train_s = run([*py, "train", *train, "--preset", args.preset, *sets, "--device", args.device, "--seed",
                        str(seed), "--max-minutes", str(args.max_minutes), "--out", str(run_dir)], log, env)
-    # with test-time adaptation the outputs go to folders of their own: an evaluation found in its folder is not run
-    # again, and one made without adaptation must not stand for one with it
-    adapt = ["--adapt-steps", str(args.adapt_steps)] if args.adapt_steps else []
-    suffix = f"_adapt{args.adapt_steps}" if args.adapt_steps else ""
-    evals = {name: (data[name], work / (f"eval_{name}{suffix}" if args.train_alone else f"eval_held_out{suffix}"))
-             for name in scored}
+    evals = {name: (data[name], work / (f"eval_{name}" if args.train_alone else "eval_held_out")) for name in scored}
     if args.eukaryotes:
-        evals["eukaryotes"] = (None, work / f"eval_eukaryotes{suffix}")
+        evals["eukaryotes"] = (None, work / "eval_eukaryotes")
     for pair, out in evals.values():
         if not (out / "metrics.json").exists():
             inputs = (["--fasta", pair[0], "--tss", pair[1]] if pair else
                       [a for e in EUKARYOTES for a in ("--fasta", data[e][0], "--tss", data[e][1])])
-            run([*py, "evaluate", "--model", str(run_dir), *inputs, "--rc-average", *adapt, "--device", args.device,
-                 "--out", str(out)], log, env)
+            run([*py, "evaluate", "--model", str(run_dir), *inputs, "--rc-average", "--device", args.device, "--out",
+                 str(out)], log, env)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     state = json.loads((run_dir / "trainer_state.json").read_text())
     row = {"recipe": recipe, "settings": settings, "held_out": held_out, "seed": seed, "steps": state["step"],
@@ -138,8 +131,8 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
         from genolin.io.fasta import Genome
 
         fasta = data[scored[0]][0]
-        seconds = run([*py, "predict", "--model", str(run_dir), "--fasta", fasta, "--rc-average", *adapt, "--device",
-                       args.device, "--out", str(work / f"pred{suffix}")], log, env)
+        seconds = run([*py, "predict", "--model", str(run_dir), "--fasta", fasta, "--rc-average", "--device",
+                       args.device, "--out", str(work / "pred")], log, env)
         row["predict_seconds"] = seconds
         row["predict_mbp_per_s"] = sum(Genome(fasta).lengths.values()) / seconds / 1e6
     figures = ", ".join("{auprc:.4f} ({ratio:.1f}x)".format(**held_out_figures(row, name)) for name in scored)
@@ -169,9 +162,10 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     A (recipe, genome, seed) found twice is kept once if both give the same results, timings aside (a
     deterministic run repeated as a baseline in a later call; the meta counts those as ``repeated``; the slices'
     scores of a copy that has them are kept), and is an error otherwise. A recipe named alike with other settings,
-    or files of other presets, settings for every run (--set) or adaptation are errors. Files with and without
-    --eukaryotes merge: the slices' table lists the recipes scored on them. A failure whose run another file holds
-    (a rerun) is dropped; the meta counts those as ``rerun``."""
+    or files of other presets or settings for every run (--set) are errors (older files' adapt_steps, of the retired
+    test-time adaptation, is not compared). Files with and without --eukaryotes merge: the slices' table lists the
+    recipes scored on them. A failure whose run another file holds (a rerun) is dropped; the meta counts those as
+    ``rerun``."""
     files = [json.loads(Path(f).read_text()) for f in paths]
     metas = [f["meta"] for f in files]
     def results(row: dict, slices: bool) -> dict:  # what a repeat must give again: all but timings (and slices)
@@ -193,7 +187,7 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     rows, keys = list(kept.values()), set(kept)
     failures = [x for f in files for x in f.get("failed", [])]
     failed = [x for x in failures if tuple(x["run"]) not in keys]
-    for key in ("preset", "set", "adapt_steps", "train_alone"):
+    for key in ("preset", "set", "train_alone"):
         # (a file from before --train-alone has no such key: False, the flag's default)
         if len({json.dumps(m["args"].get(key, False if key == "train_alone" else None)) for m in metas}) > 1:
             sys.exit(f"track_recipes: --merge: the files differ in {key}")
@@ -226,8 +220,7 @@ def header(meta: dict, title: str) -> list[str]:
     a = meta["args"]
     return [f"# {title} ({meta['date']})", "",
             f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
-            f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once"
-            + (f"; scored after {a['adapt_steps']} steps of test-time adaptation" if a.get("adapt_steps") else ""),
+            f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once",
             "", f"`{meta['command']}`", "",
             "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
                                    for n, s in meta["recipes"].items()), ""]
@@ -350,9 +343,6 @@ def main() -> None:
                    help="train on each --held-out genome alone and score the other two (instead of leave one out)")
     p.add_argument("--predict-speed", action="store_true",
                    help="also time genolin predict on the held-out genome (--train-alone: the first not trained on)")
-    p.add_argument("--adapt-steps", type=int, default=0, metavar="N",
-                   help="evaluate and predict with --adapt-steps N (test-time adaptation on the scored genomes); "
-                        "0: off")
     p.add_argument("--parallel", type=int, default=1, help="runs at once (on one GPU they share it)")
     p.add_argument("--gpus", type=int, default=0,
                    help="spread the runs over this many GPUs (each run sees one; --parallel counts runs on all of "

@@ -293,8 +293,9 @@ class RunDir:
                 fh.write(json.dumps(record) + "\n")
 
     def close(self) -> None:
-        """Release the lock."""
+        """Release the lock, and remove its file: a finished run's folder holds only its run files."""
         if self._lock is not None:
+            (self.path / LOCK).unlink(missing_ok=True)  # while still held: no other process is between
             os.close(self._lock)
             self._lock = None
 

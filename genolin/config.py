@@ -470,7 +470,7 @@ def make_config(task: str, preset: str = "tiny", overrides: dict | list[Setting]
                                                         "are per token; the pooled stem averages tokens)",
                          item.line if item else None)
     if long:
-        log.info("inputs of up to %s bp (over %s): the long-sequence recipe (%s, %s mixer, %s pooling%s)",
+        log.warning("inputs of up to %s bp (over %s): the long-sequence recipe (%s, %s mixer, %s pooling%s)",
                  f"{longest_bp:,}", f"{LONG_SEQUENCE_BP:,}", describe_tokens(cfg), cfg.model.mixer, cfg.model.pooling,
                  ", blocks recomputed in backward" if cfg.model.checkpointing else "")
         if cfg.crop_min_bp:

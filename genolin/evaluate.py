@@ -10,10 +10,6 @@ takes during training: on the same data a run's validation metrics and evaluate'
   None; logged and noted in the report when a genome overlaps the training data), on the end of each contig that
   training holds out (True), or on whole genomes (False).
 
-With ``adapt`` (``--adapt-steps N``; track models), the run's weights are first trained on the masked-token loss of
-the genomes' sequence (``genolin.adapt``; the TSS BED is never passed there), then score; metrics.json records it
-under "scoring".
-
 Writes ``out_dir/metrics.json``, ``report.md``, ``roc.png`` and ``pr.png``.
 """
 
@@ -24,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from genolin.adapt import AdaptOptions, adapt, check_adaptable
 from genolin.config import DataSpec
 from genolin.errors import InputError
 from genolin.inference import describe_views
@@ -34,23 +29,14 @@ log = logging.getLogger(__name__)
 
 def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = False, threshold: float | None = None,
              min_distance_bp: int = 100, calls_per_mbp: float | None = None, held_out: bool | None = None,
-             progress: bool | None = None, adapt_options: AdaptOptions | None = None) -> tuple[dict, Path]:
-    """Metrics of ``run`` (a genolin.inference.Run) on ``inputs``, and the report written to ``out_dir``; with
-    ``adapt_options`` of steps > 0, after test-time adaptation on the sequence of ``inputs.fasta``. Tracks:
+             progress: bool | None = None) -> tuple[dict, Path]:
+    """Metrics of ``run`` (a genolin.inference.Run) on ``inputs``, and the report written to ``out_dir``. Tracks:
     ``calls_per_mbp`` calls that density of each genome's most probable local maxima instead of those above
     ``threshold``."""
     task = run.task
-    adapting = adapt_options is not None and adapt_options.steps > 0
-    if adapting:
-        check_adaptable(run)
     if inputs.circular and not task.has_track:
         raise InputError(None, "--circular is for the genomes a track model reads, not for sequences")
     eval_set = task.load_evaluation(inputs, held_out=held_out)
-    adaptation = None
-    if adapting:  # the FASTA only: the TSS BED stays with eval_set
-        adaptation = adapt(run, inputs.fasta, adapt_options.steps, lr=adapt_options.lr,
-                           batch_size=adapt_options.batch_size, seed=adapt_options.seed, circular=inputs.circular,
-                           progress=progress)
     metrics, scored = task.evaluate(run.predictor, eval_set, rc_average=rc_average, threshold=threshold,
                                     min_distance_bp=min_distance_bp, calls_per_mbp=calls_per_mbp,
                                     progress=progress)
@@ -59,12 +45,9 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
                           "threshold": threshold, "models": len(run.predictor.members)}
     if task.has_track:  # the calls' rule: a density, or None for the threshold
         metrics["scoring"]["calls_per_mbp"] = calls_per_mbp
-    if adaptation is not None:
-        metrics["scoring"]["adapt"] = adaptation.record()
     views = (f"Scored over {describe_views(rc_average, run.predictor.shift_views)}"
              + (f", the mean of {len(run.predictor.members)} models" if len(run.predictor.members) > 1 else "")
-             + (f"; decision threshold {threshold:.4g}." if threshold is not None else ".")
-             + (f" After {adaptation.describe()}." if adaptation is not None else ""))
+             + (f"; decision threshold {threshold:.4g}." if threshold is not None else "."))
     report = write_report(out_dir, metrics, task.curves(scored), [views, "", *task.report_lines(metrics)],
                           task.describe(inputs, held_out))
     log.info("%s -> %s", task.summary(metrics), report)

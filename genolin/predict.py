@@ -12,39 +12,23 @@ The run's task writes its outputs (``genolin.tasks``), the model runs through ``
   (``TrackTask.predict``). Genomes stream
   through overlapping windows, so memory does not grow with the genome; the windows of a circular contig
   (``inputs.circular``, or its FASTA header) run on across its origin.
-Every output is written under a temporary name and renamed when complete. With ``adapt_options`` (``--adapt-steps
-N``; track models) the run's weights are first trained on the masked-token loss of the genomes' own sequence
-(``genolin.adapt``), then predict.
+Every output is written under a temporary name and renamed when complete.
 """
 
 from __future__ import annotations
 
 import os
 
-from genolin.adapt import AdaptOptions, adapt, check_adaptable
 from genolin.config import DataSpec
 from genolin.errors import InputError
 from genolin.tasks import PredictOptions
 
 
-def predict(run, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions | None = None,
-            adapt_options: AdaptOptions | None = None) -> str:
-    """Write the predictions of ``run`` (a genolin.inference.Run) for ``inputs``; returns what was written. With
-    ``adapt_options`` of steps > 0, after test-time adaptation on the genomes of ``inputs.fasta``."""
-    adapting = adapt_options is not None and adapt_options.steps > 0
-    if adapting:
-        check_adaptable(run)
+def predict(run, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions | None = None) -> str:
+    """Write the predictions of ``run`` (a genolin.inference.Run) for ``inputs``; returns what was written."""
     if inputs.circular and not run.task.has_track:
         raise InputError(None, "--circular is for the genomes a track model reads, not for sequences")
-    options = options or PredictOptions()
-    if not adapting:
-        return run.task.predict(run.predictor, inputs, out, options)
-
-    def adapted() -> None:  # after the track task has checked every input (TrackTask.predict)
-        adapt(run, inputs.fasta, adapt_options.steps, lr=adapt_options.lr, batch_size=adapt_options.batch_size,
-              seed=adapt_options.seed, circular=inputs.circular, progress=options.progress)
-
-    return run.task.predict(run.predictor, inputs, out, options, before_scoring=adapted)
+    return run.task.predict(run.predictor, inputs, out, options or PredictOptions())
 
 
-__all__ = ["AdaptOptions", "PredictOptions", "predict"]
+__all__ = ["PredictOptions", "predict"]

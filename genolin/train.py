@@ -127,6 +127,7 @@ class Trainer:
             self.close()
             raise
         self.schedule = Schedule(self.cfg, self.state)
+        self.epochs = self.cfg.epochs  # the schedule's, once ``fit`` starts it
         self.selection = ModelSelection(self.cfg, self.task, self.model, self.predictor, self.average, self.run,
                                         self.state, self.checkpoint)
 
@@ -134,7 +135,12 @@ class Trainer:
     def fit(self) -> dict:
         """Train until the schedule ends, a stop rule fires or early stopping -> a summary of the run."""
         st = self.state
-        epochs = self.schedule.start(len(self.epoch_batches(0)))
+        epochs = self.epochs = self.schedule.start(len(self.epoch_batches(0)))
+        if st["step"] > 0 and (st["done"] or st["step"] >= self.schedule.total or st["epoch"] >= epochs):
+            log.info("the run is finished (step %d of %d, epoch %d of %d): nothing to train; a larger --max-steps "
+                     "or --epochs continues it", st["step"], self.schedule.total, st["epoch"], epochs)
+            return {"epochs": st["epoch"], "steps": st["step"], "best_score": st["best"],
+                    "best_epoch": st["best_epoch"], "stopped": "finished", "seconds": 0.0}
         if self.fitted_at_start and st["step"] == 0 and st["best"] is None:
             self.selection.validate_start()
         self.model.train()
@@ -149,8 +155,8 @@ class Trainer:
                 break
         self.selection.threshold_as_predicted()
         self.dist.barrier(self.device)
-        return {"epochs": st["epoch"], "steps": st["step"], "best_score": st["best"], "best_epoch": st["best_epoch"],
-                "stopped": stopped, "seconds": time.monotonic() - self.schedule.t_start}
+        return {"epochs": st["epoch"] + (st["batch"] > 0), "steps": st["step"], "best_score": st["best"],
+                "best_epoch": st["best_epoch"], "stopped": stopped, "seconds": time.monotonic() - self.schedule.t_start}
 
     def train_epoch(self) -> tuple[dict | None, str | None]:
         """Optimizer steps over the rest of the current epoch -> (its record, or None when a stop rule ended it
@@ -163,7 +169,7 @@ class Trainer:
         losses, tokens, items, t_epoch, stopped = [], 0, 0, time.monotonic(), None
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        with progress_bar(total=len(batches), unit="batch", desc=f"epoch {epoch + 1}/{cfg.epochs}",
+        with progress_bar(total=len(batches), unit="batch", desc=f"epoch {epoch + 1}/{self.epochs}",
                           enabled=self.progress) as bar:
             bar.update(st["batch"])
             for b in range(st["batch"], len(batches)):

@@ -20,7 +20,7 @@ LAYERS = [
     ["genolin.checkpoint", "genolin.device", "genolin.memory", "genolin.averaging", "genolin.schedule",
      "genolin.models"],
     ["genolin.inference"],
-    ["genolin.train", "genolin.selection", "genolin.adapt", "genolin.evaluate", "genolin.predict", "genolin.bench",
+    ["genolin.train", "genolin.selection", "genolin.evaluate", "genolin.predict", "genolin.bench",
      "genolin.explain", "genolin.motifs"],
     ["genolin.cli", "genolin.__main__"],
 ]

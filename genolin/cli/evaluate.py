@@ -5,10 +5,8 @@ from __future__ import annotations
 import click
 
 from genolin.cli.options import (
-    adapt_options,
     averaging_options,
     calls_option,
-    check_adapt,
     check_calls,
     circular_option,
     window_option,
@@ -44,12 +42,10 @@ from genolin.cli.options import (
                    "train on and, of those it trained on (known by name and length), only the part training held "
                    "out, with a warning naming them. --held-out: the end of every contig that training holds out "
                    "(val_fraction). --whole-genome: every bin, training part included (with a warning).")
-@adapt_options
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
 def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shift_average, window_bp, window_offsets,
-             threshold, calls_per_mbp, min_distance, held_out, adapt_steps, adapt_lr, device) -> None:
+             threshold, calls_per_mbp, min_distance, held_out, device) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
-    from genolin.adapt import AdaptOptions
     from genolin.config import DataSpec
     from genolin.evaluate import evaluate as run_evaluation
     from genolin.inference import load_run
@@ -57,14 +53,11 @@ def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shi
     check_calls(threshold, calls_per_mbp)
     if len(model_dirs) > 1 and out is None:
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
-    # adaptation trains float32 weights and casts them for inference afterwards (genolin.adapt)
-    check_adapt(adapt_steps, adapt_lr)
     run = load_run(list(model_dirs), device, shift_views=shift_average, window_bp=window_bp,
-                   window_offsets=window_offsets, bf16_weights=False if adapt_steps else None)
+                   window_offsets=window_offsets)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss),
                       circular=list(circular))
     run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=run.rc_average(rc_average),
                    threshold=run.decision_threshold(threshold),
                    calls_per_mbp=run.call_density(calls_per_mbp, threshold is not None),
-                   min_distance_bp=min_distance, held_out=held_out,
-                   adapt_options=AdaptOptions(adapt_steps, adapt_lr) if adapt_steps else None)
+                   min_distance_bp=min_distance, held_out=held_out)

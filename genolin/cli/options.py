@@ -1,6 +1,5 @@
 """Options that ``predict`` and ``evaluate`` share: how a run's probabilities are averaged over views of each input,
-the genome windows a track model reads and its test-time adaptation; and, with ``train``, which contigs of a genome
-are circular."""
+and the genome windows a track model reads; and, with ``train``, which contigs of a genome are circular."""
 
 from __future__ import annotations
 
@@ -77,23 +76,3 @@ def check_calls(threshold: float | None, calls_per_mbp: float | None) -> None:
     if threshold is not None and calls_per_mbp is not None:
         raise click.UsageError("give --threshold or --calls-per-mbp, not both")
 
-
-def check_adapt(adapt_steps: int, adapt_lr: float | None) -> None:
-    """A usage error for --adapt-lr without --adapt-steps (it would be ignored)."""
-    if adapt_lr is not None and not adapt_steps:
-        raise click.UsageError("--adapt-lr sets the learning rate of --adapt-steps N; give N above 0")
-
-
-def adapt_options(command):
-    """``--adapt-steps N`` (0: off) and ``--adapt-lr LR`` (None: ``genolin.adapt.LR_SHARE`` of the run's lr)."""
-    command = click.option(
-        "--adapt-lr", type=click.FloatRange(min=0, min_open=True), default=None, metavar="LR",
-        help="Track: the learning rate of --adapt-steps (AdamW, constant) [default: a tenth of the run's training "
-             "lr].")(command)
-    return click.option(
-        "--adapt-steps", type=click.IntRange(min=0), default=0, metavar="N", show_default=True,
-        help="Track: test-time adaptation. Before scoring, train the model for N steps on the masked-token loss of "
-             "the genome(s) given (their sequence only; TSS labels are never used), in batches of the run's training "
-             "windows, then score with the adapted weights. Opt-in, and it lost on held-out genomes: 200 steps took "
-             "base's mean AUPRC from 0.069 to 0.037; tiny's was level at 50 steps and fell after "
-             "(docs/benchmarks.md). 0: off.")(command)

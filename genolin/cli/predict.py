@@ -5,10 +5,8 @@ from __future__ import annotations
 import click
 
 from genolin.cli.options import (
-    adapt_options,
     averaging_options,
     calls_option,
-    check_adapt,
     check_calls,
     circular_option,
     window_option,
@@ -38,33 +36,28 @@ from genolin.cli.options import (
 @circular_option
 @click.option("--min-distance", type=click.IntRange(min=0), default=100,
               help="Track: called promoters on one strand are at least this many bp apart.")
-@adapt_options
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
 @click.option("--compile/--no-compile", "compile_model", default=False,
               help="Run the model's blocks through torch.compile (compiling takes seconds on a machine's first run). "
                    "Off by default: eager batches replay CUDA graphs, which compiled blocks cannot, and run faster.")
 def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, window_offsets, threshold, calls_per_mbp,
-            track_format, contigs, circular, min_distance, adapt_steps, adapt_lr, batch_size, device,
-            compile_model) -> None:
+            track_format, contigs, circular, min_distance, batch_size, device, compile_model) -> None:
     """Predict promoters with a trained model."""
     import logging
     import time
 
     from genolin.config import DataSpec
     from genolin.inference import load_run
-    from genolin.predict import AdaptOptions, PredictOptions
+    from genolin.predict import PredictOptions
     from genolin.predict import predict as run_prediction
 
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
     check_calls(threshold, calls_per_mbp)
-    # under torchrun the genome's windows are shared out over the processes; adaptation trains float32 weights and
-    # casts them for inference afterwards (genolin.adapt)
-    check_adapt(adapt_steps, adapt_lr)
+    # under torchrun the genome's windows are shared out over the processes
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
-                   shift_views=shift_average, window_bp=window_bp, window_offsets=window_offsets,
-                   bf16_weights=False if adapt_steps else None)
+                   shift_views=shift_average, window_bp=window_bp, window_offsets=window_offsets)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
     density = run.call_density(calls_per_mbp, threshold is not None)
     options = PredictOptions(rc_average=run.rc_average(rc_average),
@@ -74,8 +67,7 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, w
     t0 = time.perf_counter()
     try:
         log = logging.getLogger("genolin")
-        log.info("%s", run_prediction(run, inputs, out, options,
-                                      AdaptOptions(adapt_steps, adapt_lr) if adapt_steps else None))
+        log.info("%s", run_prediction(run, inputs, out, options))
         log.info("%.2f s after the model was loaded", time.perf_counter() - t0)
     finally:
         run.predictor.dist.close()

@@ -34,8 +34,8 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
                    "(--set changes them); the starting model is validated first and kept unless training beats it.")
 @click.option("--preset", type=click.Choice(["tiny", "small", "base"]), default=None,
               help="Model size and budget; tiny trains on 2 CPU cores in minutes. Sequence sets whose longest input "
-                   "is over 1,024 bp get the preset's long-sequence recipe (6-mer tokens, a linear-time mixer, "
-                   "attention pooling).  [default: tiny]")
+                   "is over 1,024 bp get the preset's long-sequence recipe (single bases through a convolution stem, "
+                   "a linear-time mixer, attention pooling).  [default: tiny]")
 @click.option("--config", "config_yaml", metavar="YAML",
               help="Settings overriding the preset (genolin.config.TrainConfig: k, stride, window_bp, lr, ...; the "
                    "encoder under model: d_model, n_layers, mixer, causal, ...).")
@@ -103,9 +103,26 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
             cfg = configure_init(init, settings, spec, None if device == "auto" else device)
         else:
             cfg = configure(preset or "tiny", settings, spec)
-    summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
+    try:
+        summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
+    except KeyboardInterrupt:
+        click.echo(f"genolin: {interrupted(out)}", err=True)
+        raise SystemExit(130) from None  # the shell's status for a run stopped by Ctrl-C
     logging.getLogger("genolin").info(
         "done: %d epoch(s), %d steps, best validation score %s (epoch %s%s) in %.1f min -> %s", summary["epochs"],
         summary["steps"], "n/a" if summary["best_score"] is None else f"{summary['best_score']:.4f}",
         summary["best_epoch"], ": the starting model, which training did not beat" if summary["best_epoch"] == 0
         else "", summary["seconds"] / 60, out)
+
+
+def interrupted(out: str) -> str:
+    """What an interrupted training left in ``out``, in one line."""
+    import json
+    from pathlib import Path
+
+    state = Path(out) / "trainer_state.json"
+    if not state.exists():
+        return f"interrupted before the first checkpoint: nothing was saved in {out}"
+    saved = json.loads(state.read_text())
+    return (f"interrupted; {out} holds the checkpoint of step {saved.get('step')} (epoch {saved.get('epoch')}): "
+            f"genolin train --resume {out} continues from there")

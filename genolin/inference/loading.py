@@ -111,6 +111,9 @@ def _member(run_dir, config: RunConfig, dev: torch.device) -> tuple[Encoder, Tas
     weights = ckpt.weights_for_inference(run_dir)
     meta = ckpt.load_weights(weights, model)
     what = "the best validated weights" if weights.name == ckpt.BEST else "the last weights (never validated)"
+    if weights.name != ckpt.BEST:
+        log.warning("%s: no %s (the weights validation chose); using the last weights, never validated, and no "
+                    "decision threshold chosen on validation", run_dir, ckpt.BEST)
     if weights.name == ckpt.BEST and meta.get("step") == "0":  # said plainly: the epochs trained are not in them
         what += ", those from before the first training step (training never beat their validation score)"
     log.info("model: %s, %s (step %s) on %s", weights, what, meta.get("step", "?"), dev)

@@ -74,33 +74,57 @@ def load_labelled(
 
 
 def _starts_with_fasta_header(path) -> bool:
+    """Whether the file's first character is a FASTA header's '>'; an InputError for FASTQ ('@')."""
     with open_binary(path) as stream:
-        return stream.read(1 << 12).lstrip()[:1] == b">"
+        first = stream.read(1 << 12).lstrip()[:1]
+    if first == b"@":
+        raise InputError(path, "this looks like FASTQ ('@' header); give FASTA (lines starting with '>') or a "
+                               "CSV/TSV with a 'sequence' column", 1)
+    return first == b">"
 
 
-def longest_sequence_bp(path: str | os.PathLike, sequence_column: str = "sequence") -> int | None:
-    """The length of the longest sequence in a FASTA or CSV/TSV file, read without checking it (the reader that
-    follows does): None when it cannot be told (no such column, unreadable file)."""
+def sequence_lengths(path: str | os.PathLike, sequence_column: str = "sequence") -> tuple[np.ndarray, list[str]]:
+    """(lengths (n,) int64, where (n,): "record NAME" or "line N") of the sequences of a FASTA or CSV/TSV file, read
+    as a stream without checking them (the reader that follows does); empty when it cannot be told (no such
+    column, unreadable file)."""
+    lengths, where = [], []
     try:
         if _starts_with_fasta_header(path):
-            longest = current = 0
-            rest = b""
+            name, current, rest = None, 0, b""
             with open_binary(path) as stream:
                 while block := stream.read(1 << 22):
                     *lines, rest = (rest + block).split(b"\n")
                     for line in lines:
                         if line.startswith(b">"):
-                            longest, current = max(longest, current), 0
+                            if name is not None:
+                                lengths.append(current)
+                                where.append(f"record {name}")
+                            name, current = line[1:].split(maxsplit=1)[0].decode(errors="replace") if \
+                                line[1:].strip() else "?", 0
                         else:
                             current += len(line.strip())
-            if not rest.startswith(b">"):
+            if rest and not rest.startswith(b">"):
                 current += len(rest.strip())
-            return max(longest, current)
-        _, header, rows = _table(path)
-        column = [h.lower() for h in header].index(sequence_column)
-        return max((len(row[column].strip()) for row in rows if len(row) > column), default=0)
+            if name is not None:
+                lengths.append(current)
+                where.append(f"record {name}")
+        else:
+            first, header, rows = _table(path)
+            column = [h.lower() for h in header].index(sequence_column)
+            for line, row in enumerate(rows, start=first + 2):
+                if len(row) > column and row[column].strip():
+                    lengths.append(len(row[column].strip()))
+                    where.append(f"line {line}")
     except (InputError, OSError, ValueError, StopIteration, csv.Error, EOFError):
-        return None
+        return np.zeros(0, dtype=np.int64), []
+    return np.array(lengths, dtype=np.int64), where
+
+
+def longest_sequence_bp(path: str | os.PathLike, sequence_column: str = "sequence") -> int | None:
+    """The length of the longest sequence in a FASTA or CSV/TSV file (``sequence_lengths``); None when it cannot
+    be told."""
+    lengths, _ = sequence_lengths(path, sequence_column)
+    return int(lengths.max()) if len(lengths) else None
 
 
 def read_sequences(path: str | os.PathLike) -> LabelledSet:

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from genolin.config import DataSpec, TrainConfig
+from genolin.config import LONG_SEQUENCE_BP, DataSpec, TrainConfig
 from genolin.errors import InputError
-from genolin.io.labelled import LabelledSet, load_labelled, longest_sequence_bp
+from genolin.io.labelled import LabelledSet, load_labelled, sequence_lengths
 from genolin.model import LENGTH_LIMITED_MAX_TOKENS, LENGTH_LIMITED_MIXERS, kmer_profile
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
@@ -205,6 +205,23 @@ def _one_source(inputs: DataSpec, *, val: bool = False) -> tuple[str | None, str
     return (fasta[0] if fasta else None), csv
 
 
+OUTLIER_SHARE = 0.05  # long sequences fewer than this share of a set whose median is short: outliers, not a recipe
+
+
+def check_length_outliers(path, lengths: np.ndarray, where: list[str]) -> None:
+    """An InputError naming the longest sequence of a set whose median is short (LONG_SEQUENCE_BP or less) but
+    which holds a few long ones (under OUTLIER_SHARE of it): they alone would switch the whole set to the
+    long-sequence recipe."""
+    long = np.flatnonzero(lengths > LONG_SEQUENCE_BP)
+    if not len(long) or np.median(lengths) > LONG_SEQUENCE_BP or len(long) >= OUTLIER_SHARE * len(lengths):
+        return
+    i = int(long[np.argmax(lengths[long])])
+    raise InputError(path, f"{where[i]}: {int(lengths[i]):,} bp, where the median is {int(np.median(lengths)):,} "
+                           f"bp and {len(lengths) - len(long):,} of {len(lengths):,} sequences are "
+                           f"{LONG_SEQUENCE_BP:,} bp or shorter: {len(long)} such outlier(s) would switch the whole "
+                           "set to the long-sequence recipe; remove them, or train them as a set of their own")
+
+
 class SequenceTask(Task):
     name = "sequence"
     threshold_metric = "MCC"
@@ -224,8 +241,10 @@ class SequenceTask(Task):
         """The longest sequence of the training and validation files (None: not readable, which the readers then
         report)."""
         paths = [p for p in (spec.csv, spec.val_csv, *spec.fasta, *spec.val_fasta) if p]
-        lengths = [longest_sequence_bp(p) for p in paths]
-        return max((n for n in lengths if n is not None), default=None)
+        profiles = [(p, *sequence_lengths(p)) for p in paths]
+        for path, lengths, where in profiles:
+            check_length_outliers(path, lengths, where)
+        return max((int(lengths.max()) for _, lengths, _ in profiles if len(lengths)), default=None)
 
     def __init__(self, cfg: TrainConfig, state: dict | None = None):
         super().__init__(cfg, state)
@@ -278,6 +297,15 @@ class SequenceTask(Task):
         self.val_set = None
         if val_fasta or val_csv:
             self.val_set = self._data(val_fasta, val_csv, spec.val_labels, classes=self.classes, min_classes=1)
+            present = sorted({self.classes[i] for i in self.val_set.dataset.labels.tolist()})
+            if len(present) < 2:
+                raise InputError(self.val_set.dataset.source, f"only one class ({present[0]!r}) in the validation "
+                                                              "set: its scores (MCC, AUROC) need two, so it could "
+                                                              "choose no weights and no threshold; give a validation "
+                                                              "set with both classes")
+        else:
+            log.warning("no validation set (--val-csv or --val-fasta): the last weights are kept, unchecked, and "
+                        "predict uses the decision threshold 0.5")
         self._loss_weight = class_weights(dataset.labels, len(self.classes)) if cfg.class_weighting else None
         log.info("training set: %d sequences %s; validation: %d", len(dataset), dataset.class_counts(),
                  len(self.val_set) if self.val_set else 0)
@@ -298,8 +326,12 @@ class SequenceTask(Task):
             model.kmer_linear.bias.copy_(start["bias"])
             model.classifier.weight.zero_()
             model.classifier.bias.zero_()
-        log.info("k-mer logistic regression (k = 1..%d, C = %g): validation MCC %.4f; the model starts from it",
-                 self.cfg.model.kmer_logits, start["C"], start["val_mcc"])
+        if validated:
+            log.info("k-mer logistic regression (k = 1..%d, C = %g): validation MCC %.4f; the model starts from it",
+                     self.cfg.model.kmer_logits, start["C"], start["val_mcc"])
+        else:
+            log.info("k-mer logistic regression (k = 1..%d, C = %g, no validation set to score it): the model "
+                     "starts from it", self.cfg.model.kmer_logits, start["C"])
         if fallback:
             (fit,) = fallback
             self.start_alternative = {"kmer_linear.weight": fit["weight"], "kmer_linear.bias": fit["bias"]}

@@ -539,8 +539,8 @@ class TrackTask(Task):
 
     def scoring_data(self, fastas: list[str], tss_paths: list[str], circular: list[str] | tuple[str, ...]
                      ) -> TrackData:
-        """Genomes to score (evaluate, predict) or adapt on: loaded with their TSS BEDs (none: unlabelled), the
-        --circular names checked, and the contigs training read as circular (by name and length) circular too."""
+        """Genomes to score (evaluate, predict): loaded with their TSS BEDs (none: unlabelled), the --circular names
+        checked, and the contigs training read as circular (by name and length) circular too."""
         data = TrackData.load(fastas, tss_paths, self.cfg, circular)
         check_circular(circular, data)
         added = data.circles_as(self.circular_contigs)
@@ -707,13 +707,11 @@ class TrackTask(Task):
                 + (" (held-out contig ends)" if held_out else ""))
 
     # -- outputs -----------------------------------------------------------------------------------------------
-    def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions, *,
-                before_scoring=None) -> str:
+    def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions) -> str:
         """OUT.plus / OUT.minus (.bedGraph, or .bw with track_format "bigwig") and OUT.peaks.bed for every contig
         of the genome(s) (``genolin.io.tracks``). Under torchrun the ranks share the batches of windows, every rank
         gets every bin, and rank 0 writes the plus strand and the calls, rank 1 the minus strand
-        (``_predict_shares``). ``before_scoring``: called once every input has passed its checks, before the model
-        reads any window (test-time adaptation: a mistyped --contig is reported before it, not after)."""
+        (``_predict_shares``)."""
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
         if options.track_format not in TRACK_FORMATS:
@@ -733,8 +731,6 @@ class TrackTask(Task):
                 raise InputError(inputs.fasta[0], f"no contig {missing[0]!r} (--contig); its contigs: "
                                                   f"{', '.join(names[:5])}{', ...' if len(names) > 5 else ''}")
             regions = [r for r in regions if r[0] in set(options.contigs)]
-        if before_scoring is not None:
-            before_scoring()
         if predictor.dist.world > 1:
             return self._predict_shares(predictor, data, regions, str(out), options)
         paths = track_paths(str(out), options.track_format)
