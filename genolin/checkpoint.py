@@ -51,7 +51,8 @@ class RunConfig:
     task: str
     train: TrainConfig  # train.model: the encoder config as built (vocabulary, head, seed filled in)
     data: DataSpec
-    # "classes"; "pos_weight", "train_contigs", "circular_contigs" and "tss_per_mbp" (track), "max_train_bp" (sequence)
+    # "classes"; "pos_weight", "train_contigs", "circular_contigs" and "tss_per_mbp" (track), "max_train_bp" and
+    # "min_train_bp" (sequence)
     task_state: dict = field(default_factory=dict)
     created: str = ""
 
@@ -63,7 +64,8 @@ class RunConfig:
                 "created": self.created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
 
 
-TASK_STATE_KEYS = ("classes", "pos_weight", "max_train_bp", "train_contigs", "circular_contigs", "tss_per_mbp")
+TASK_STATE_KEYS = ("classes", "pos_weight", "max_train_bp", "min_train_bp", "train_contigs", "circular_contigs",
+                   "tss_per_mbp")
 
 
 def read_run_config(run_dir: str | os.PathLike) -> RunConfig:
@@ -124,7 +126,7 @@ def _check_task_state(state: dict) -> None:
     classes = state.get("classes", [])
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
         raise ValueError(f"classes is {classes!r}")
-    for key in ("pos_weight", "max_train_bp"):
+    for key in ("pos_weight", "max_train_bp", "min_train_bp"):
         value = state.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
             raise ValueError(f"{key} is {value!r}")

@@ -34,6 +34,9 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
     ``calls_per_mbp`` calls that density of each genome's most probable local maxima instead of those above
     ``threshold``."""
     task = run.task
+    if str(out_dir) == "-":
+        raise InputError("--out", "'-' is standard output, but evaluate writes a folder of files (metrics.json, "
+                                  "report.md, plots): give a folder")
     if inputs.circular and not task.has_track:
         raise InputError(None, "--circular is for the genomes a track model reads, not for sequences")
     eval_set = task.load_evaluation(inputs, held_out=held_out)

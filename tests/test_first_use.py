@@ -105,3 +105,59 @@ def test_ctrl_c_says_what_was_saved(tmp_path, small_sets, finished, monkeypatch)
     r = run("-q", "train", "--resume", finished)
     step = json.loads((finished / "trainer_state.json").read_text())["step"]
     assert r.exit_code == 130 and f"checkpoint of step {step}" in r.output and f"--resume {finished}" in r.output
+
+
+def test_inputs_unlike_training_are_flagged_and_warned(tmp_path, finished):
+    fa = tmp_path / "odd.fa"
+    fa.write_text(">tiny\nACGTACGTAC\n>nrich\n" + "N" * 42 + "ACGT" * 7 + "\n>plain\n" + "ACGT" * 17 + "AC\n")
+    r = run("predict", "--model", finished, "--fasta", fa, "--out", tmp_path / "p.tsv")
+    assert r.exit_code == 0, r.output
+    rows = [line.split("\t") for line in (tmp_path / "p.tsv").read_text().splitlines()]
+    assert rows[0][-1] == "note" and [row[-1] for row in rows[1:]] == ["short", "n_rich", "-"]
+    assert "warning" in r.output and "'tiny'" in r.output and "'nrich'" in r.output
+
+
+def test_out_dash_is_standard_output_for_a_tsv_and_links_are_written_through(tmp_path, finished, small_sets):
+    r = CliRunner().invoke(cli, ["-q", "predict", "--model", str(finished), "--csv", str(small_sets / "dev.csv"),
+                                 "--out", "-"])
+    assert r.exit_code == 0 and r.output.splitlines()[0].startswith("id\tlength\tprob_0") and len(
+        r.output.splitlines()) == 21
+    assert not (tmp_path / "-").exists()
+    target = tmp_path / "target.tsv"
+    target.write_text("old\n")
+    (tmp_path / "link.tsv").symlink_to(target)
+    r = run("-q", "predict", "--model", finished, "--csv", small_sets / "dev.csv", "--out", tmp_path / "link.tsv")
+    assert r.exit_code == 0 and (tmp_path / "link.tsv").is_symlink() and target.read_text().startswith("id\t")
+
+
+@pytest.mark.parametrize("kind", ["device", "pipe", "link to a device"])
+def test_a_device_file_or_pipe_is_never_replaced(tmp_path, finished, small_sets, kind):
+    """/dev/null, a named pipe, and a link to /dev/null (as /dev/stdout is a link to a terminal): refused, left as
+    they were."""
+    import os
+    import stat
+
+    out = {"device": "/dev/null", "pipe": tmp_path / "fifo", "link to a device": tmp_path / "null.tsv"}[kind]
+    if kind == "pipe":
+        os.mkfifo(out)
+    if kind == "link to a device":
+        out.symlink_to("/dev/null")
+    r = run("-q", "predict", "--model", finished, "--csv", small_sets / "dev.csv", "--out", out)
+    assert r.exit_code == 1 and "not a regular file" in r.output
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and (kind != "pipe" or stat.S_ISFIFO(os.stat(out).st_mode))
+
+
+def test_every_writer_refuses_dash_where_the_output_is_not_one_stream(tmp_path):
+    from genolin.errors import InputError
+    from genolin.io.atomic import atomic_open, atomic_path, write_json
+
+    for writer in (lambda p: atomic_open(p).__enter__(), lambda p: atomic_path(p).__enter__(),
+                   lambda p: write_json(p, {})):
+        with pytest.raises(InputError, match="standard output"):
+            writer("-")
+        with pytest.raises(InputError, match="not a regular file"):
+            writer("/dev/null")
+    target = tmp_path / "t.json"
+    (tmp_path / "l.json").symlink_to(target)
+    write_json(tmp_path / "l.json", {"a": 1})
+    assert (tmp_path / "l.json").is_symlink() and target.read_text().strip().startswith("{")

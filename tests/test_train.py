@@ -105,7 +105,7 @@ def test_sequence_train_evaluate_predict(tmp_path, gue_small):
     r = run("predict", "--model", out, "--fasta", fasta, "--out", tmp_path / "pred.tsv", "--rc-average")
     assert r.exit_code == 0, r.output
     lines = (tmp_path / "pred.tsv").read_text().splitlines()
-    assert lines[0].split("\t") == ["id", "length", "prob_0", "prob_1", "pred", "has_n"]
+    assert lines[0].split("\t") == ["id", "length", "prob_0", "prob_1", "pred", "has_n", "note"]
     rows = [line.split("\t") for line in lines[1:]]
     assert [(x[0], x[1], x[5]) for x in rows] == [("a", "18", "true"), ("b", "27", "false")]
     for x in rows:

@@ -1,6 +1,8 @@
 """Atomic output files: write to a temporary name in the destination folder, rename on success.
 
-A failed or interrupted run leaves no partial output behind (the temporary file is removed).
+A failed or interrupted run leaves no partial output behind (the temporary file is removed). An output that is a
+symbolic link is written through it to its target; one that is not a regular file (a device, a pipe) is refused, so
+a rename never replaces /dev/null or /dev/stdout.
 """
 
 from __future__ import annotations
@@ -14,6 +16,23 @@ from pathlib import Path
 from genolin.errors import InputError
 
 
+def output_target(path: str | os.PathLike) -> Path:
+    """The file an output named ``path`` is written to: ``path``, or the file a symbolic link there points to (the
+    link stays a link). An InputError for a folder, for something that is not a regular file (a device such as
+    /dev/null or /dev/stdout, a pipe, a socket), which a rename would replace, and for "-", which is standard output
+    only where a command says so."""
+    given = Path(path)
+    if str(path) == "-":
+        raise InputError("-", "standard output is not an output here (the output is more than one text stream); give "
+                              "a file name")
+    final = Path(os.path.realpath(given)) if given.is_symlink() else given
+    if final.is_dir():
+        raise InputError(given, "is a folder; give a file name for the output")
+    if final.exists() and not final.is_file():
+        raise InputError(given, "is not a regular file (a device, pipe or socket); give a file name for the output")
+    return final
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on a clean exit it is renamed to ``path``.
@@ -21,9 +40,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     The caller writes the temporary path however it likes (a writer that wants to open it itself, e.g.
     ``zipfile``). Parent folders are created. On any exception the temporary file is deleted.
     """
-    final = Path(path)
-    if final.is_dir():
-        raise InputError(final, "is a folder; give a file name for the output")
+    final = output_target(path)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
@@ -62,3 +79,16 @@ def write_json(path: str | os.PathLike, data) -> None:
     with atomic_open(path) as fh:
         json.dump(data, fh, indent=2)
         fh.write("\n")
+
+
+@contextlib.contextmanager
+def output_text(path: str | os.PathLike) -> Iterator:
+    """A text output of one stream: standard output for "-", else ``atomic_open``."""
+    if str(path) == "-":
+        import sys
+
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with atomic_open(path) as fh:
+        yield fh

@@ -205,6 +205,7 @@ def _one_source(inputs: DataSpec, *, val: bool = False) -> tuple[str | None, str
     return (fasta[0] if fasta else None), csv
 
 
+N_RICH = 0.1  # a predicted sequence with more N than this share is flagged
 OUTLIER_SHARE = 0.05  # long sequences fewer than this share of a set whose median is short: outliers, not a recipe
 
 
@@ -250,9 +251,10 @@ class SequenceTask(Task):
         super().__init__(cfg, state)
         self.classes: list[str] = list((state or {}).get("classes", []))
         self.max_train_bp: int | None = (state or {}).get("max_train_bp")  # the longest training sequence
+        self.min_train_bp: int | None = (state or {}).get("min_train_bp")  # the shortest (runs from before: None)
 
     def state(self) -> dict:
-        return {"classes": self.classes, "max_train_bp": self.max_train_bp}
+        return {"classes": self.classes, "max_train_bp": self.max_train_bp, "min_train_bp": self.min_train_bp}
 
     def head(self) -> dict:
         return {"n_classes": len(self.classes), "track_channels": 0}
@@ -293,6 +295,7 @@ class SequenceTask(Task):
         dataset = self.train.dataset
         self.classes = dataset.classes
         self.max_train_bp = int(self.train.bases.max())
+        self.min_train_bp = int(self.train.bases.min())
         val_fasta, val_csv = _one_source(spec, val=True)
         self.val_set = None
         if val_fasta or val_csv:
@@ -404,9 +407,28 @@ class SequenceTask(Task):
         return f"genolin evaluation: {inputs.csv or inputs.fasta[0]}"
 
     # -- outputs -----------------------------------------------------------------------------------------------
+    def unseen_inputs(self, dataset: LabelledSet, source: str) -> list[str]:
+        """Per sequence, what makes it unlike the training set ("" when nothing): "short" (under a quarter of the
+        shortest training sequence), "long" (over 4 times the longest), "n_rich" (over N_RICH of its bases N); a
+        warning for each kind that occurs. The model scores such inputs with confidence all the same."""
+        lengths = np.array([len(s) for s in dataset.seqs], dtype=np.int64)
+        n_share = np.array([s.count(b"N") / max(1, len(s)) for s in dataset.seqs])
+        kinds = {"short": lengths < (self.min_train_bp or 0) / 4,
+                 "long": lengths > 4 * self.max_train_bp if self.max_train_bp else np.zeros(len(lengths), bool),
+                 "n_rich": n_share > N_RICH}
+        said = {"short": f"under a quarter of the shortest training sequence ({self.min_train_bp or 0:,} bp)",
+                "long": f"over 4 times the longest training sequence ({self.max_train_bp or 0:,} bp; a classifier "
+                        "scores each whole sequence once; for genomes train a track model, --tss)",
+                "n_rich": f"over {N_RICH:.0%} N"}
+        for kind, hit in kinds.items():
+            if hit.any():
+                log.warning("%s: %d sequence(s) %s, e.g. %r: their scores are guesses (the 'note' column says "
+                            "which)", source, int(hit.sum()), said[kind], dataset.ids[int(np.argmax(hit))])
+        return [",".join(k for k, hit in kinds.items() if hit[i]) for i in range(len(lengths))]
+
     def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions) -> str:
         """The TSV of ``genolin predict`` for the sequences of ``inputs`` (one FASTA or one CSV/TSV)."""
-        from genolin.io.atomic import atomic_open
+        from genolin.io.atomic import output_text
         from genolin.io.labelled import read_sequences
 
         fasta, csv = _one_source(inputs)
@@ -415,19 +437,15 @@ class SequenceTask(Task):
         if not predictor.writes:  # torchrun: rank 0 scores every sequence (they are short)
             return "rank 0 predicts"
         dataset = read_sequences(csv or fasta)
-        if self.max_train_bp:
-            long = [n for n in map(len, dataset.seqs) if n > 4 * self.max_train_bp]
-            if long:
-                log.warning("%s: %d sequence(s) over 4 times the longest training sequence (%d bp; the longest "
-                            "here %s bp): a classifier scores each whole sequence once; for genomes train a track "
-                            "model (--tss)", csv or fasta, len(long), self.max_train_bp, f"{max(long):,}")
+        notes = self.unseen_inputs(dataset, str(csv or fasta))
         data = self._fits(SequenceData(dataset, k=self.cfg.k, stride=self.cfg.stride))
         probs = predictor.sequence_probs(data, rc_average=options.rc_average)
-        with atomic_open(out) as fh:
-            fh.write("\t".join(["id", "length"] + [f"prob_{c}" for c in self.classes] + ["pred", "has_n"]) + "\n")
-            for name, seq, p in zip(dataset.ids, dataset.seqs, probs, strict=True):
+        with output_text(out) as fh:
+            fh.write("\t".join(["id", "length"] + [f"prob_{c}" for c in self.classes] + ["pred", "has_n", "note"])
+                     + "\n")
+            for name, seq, p, note in zip(dataset.ids, dataset.seqs, probs, notes, strict=True):
                 pred = int(p[1] >= options.threshold) if len(self.classes) == 2 else int(p.argmax())
                 # 6 significant digits: a probability of 1e-8 stays 1e-08 (not 0.000000), so log-odds can be taken
                 fh.write("\t".join([name, str(len(seq))] + [f"{x:.6g}" for x in p]
-                                   + [self.classes[pred], "true" if b"N" in seq else "false"]) + "\n")
+                                   + [self.classes[pred], "true" if b"N" in seq else "false", note or "-"]) + "\n")
         return f"{len(dataset)} sequences -> {out}"

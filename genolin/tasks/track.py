@@ -714,6 +714,9 @@ class TrackTask(Task):
         (``_predict_shares``)."""
         if inputs.csv or not inputs.fasta:
             raise InputError(None, "a track model predicts on genome FASTA files (--fasta)")
+        if str(out) == "-":
+            raise InputError("--out", "'-' is standard output, but a track model writes three files (OUT.plus, "
+                                      "OUT.minus and OUT.peaks.bed): give a prefix")
         if options.track_format not in TRACK_FORMATS:
             raise InputError(None, f"unknown track format {options.track_format!r}; choose from "
                                    f"{', '.join(TRACK_FORMATS)}")
