@@ -76,6 +76,7 @@ class ExplainOptions:
     context_bp: int | None = None  # track model: unmutated bases either side (None: a training window in all)
     top: int = 5  # logos for this many top-scoring sequences
     motifs: bool = False  # TF-MoDISco on the attributions, motifs matched to known promoter elements
+    domain: str = "any"  # motifs: matched only to the elements of this domain (genolin.motifs.DOMAINS)
     shuffles: int = 20  # deepliftshap: dinucleotide-shuffled references per sequence
     seed: int = 0
 
@@ -465,7 +466,7 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
                      [importance(a, r.seq, options.method) for a, r in zip(attrs, regions, strict=True)])
         extra = f", {options.method}.bw"
     if options.motifs:
-        extra += "; " + find_motifs(out, seqs, attrs, options.method)
+        extra += "; " + find_motifs(out, seqs, attrs, options.method, options.domain)
     return f"{len(seqs)} sequences -> {out}/{options.method}.npz, scores.tsv, {len(top)} logos{extra}"
 
 
@@ -476,8 +477,9 @@ def hypothetical(attr: np.ndarray, method: str) -> np.ndarray:
     return attr - attr.mean(1, keepdims=True) if method == "ism" else attr
 
 
-def find_motifs(out: Path, seqs: list[bytes], attrs: list[np.ndarray], method: str) -> str:
-    """TF-MoDISco on the attributions (sequences zero-padded to the longest), matched and written to ``out``."""
+def find_motifs(out: Path, seqs: list[bytes], attrs: list[np.ndarray], method: str, domain: str = "any") -> str:
+    """TF-MoDISco on the attributions (sequences zero-padded to the longest), matched to the known elements of
+    ``domain`` and written to ``out``."""
     from genolin.motifs import discover, match, write_motifs
 
     width = max(len(s) for s in seqs)
@@ -486,7 +488,7 @@ def find_motifs(out: Path, seqs: list[bytes], attrs: list[np.ndarray], method: s
     for i, (s, a) in enumerate(zip(seqs, attrs, strict=True)):
         onehot[i, :len(s)] = one_hot(s)
         hyp[i, :len(s)] = hypothetical(a, method)
-    found = match(discover(onehot, hyp))
+    found = match(discover(onehot, hyp), domain)
     return write_motifs(out, found)
 
 

@@ -7,7 +7,8 @@ bundled set of known promoter elements (TOMTOM, memelite), written as MEME and l
 
 The known elements (``KNOWN``) are consensus sequences written out as position probability matrices (each
 IUPAC letter's bases equally likely, smoothed by 0.02): bacterial sigma70 -10 and -35 boxes and the extended
--10, eukaryotic TATA box, initiator, CCAAT box and GC box. They are textbook consensuses, not fitted matrices:
+-10, eukaryotic TATA box, initiator, CCAAT box and GC box; a genome's motifs are matched only against the elements
+of its domain (``DOMAINS``: bacteria, eukaryotes, or any). They are textbook consensuses, not fitted matrices:
 a match says "looks like a -10 box", nothing finer. TOMTOM's p-values take their background from the target
 columns, so over 7 targets they are rough (memelite warns below 25): read them as a ranking. The best match is
 always named, as the closest of the seven, but only a p-value under ``MATCH_P`` (0.05) counts as a match: weaker
@@ -38,6 +39,11 @@ KNOWN = {  # name -> consensus
     "initiator (Inr)": "YYANWYY",
     "CCAAT box": "GGCCAATCT",
     "GC box (Sp1)": "GGGGCGGGG",
+}
+DOMAINS = {  # the elements a genome's promoters may hold: a bacterial genome's motif is never named a TATA box
+    "bacteria": ("sigma70 -10 box", "sigma70 -35 box", "extended -10 box"),
+    "eukaryotes": ("TATA box", "initiator (Inr)", "CCAAT box", "GC box (Sp1)"),
+    "any": tuple(KNOWN),
 }
 
 
@@ -101,14 +107,15 @@ def trim(m: Motif, fraction: float = 0.25) -> Motif:
     return Motif(m.name, m.sign, m.ppm[a:b], m.contribution[a:b], m.seqlets, consensus=m.consensus[a:b])
 
 
-def match(motifs: list[Motif]) -> list[Motif]:
-    """Each motif (trimmed) with its best known element by TOMTOM p-value (both strands)."""
+def match(motifs: list[Motif], domain: str = "any") -> list[Motif]:
+    """Each motif (trimmed) with its best known element of ``domain`` (``DOMAINS``) by TOMTOM p-value (both
+    strands)."""
     from memelite import tomtom
 
     if not motifs:
         return []
     trimmed = [trim(m) for m in motifs]
-    names = list(KNOWN)
+    names = list(DOMAINS[domain])
     targets = [consensus_ppm(KNOWN[n]).T.copy() for n in names]
     with warnings.catch_warnings():  # memelite warns that p-values over < 25 targets depend on the target set
         warnings.simplefilter("ignore", UserWarning)
@@ -165,4 +172,5 @@ def write_motifs(out: Path, motifs: list[Motif]) -> str:
     return f"{len(motifs)} motifs -> {out}/motifs.meme, motifs.tsv"
 
 
-__all__ = ["KNOWN", "MATCH_P", "Motif", "consensus_ppm", "discover", "match", "trim", "write_meme", "write_motifs"]
+__all__ = ["DOMAINS", "KNOWN", "MATCH_P", "Motif", "consensus_ppm", "discover", "match", "trim", "write_meme",
+           "write_motifs"]

@@ -340,3 +340,20 @@ def test_weak_motif_matches_are_marked(tmp_path):
     assert lines[0][-2:] == ["tomtom_p", "significant"]
     assert [(r[4], r[5], r[6]) for r in lines[1:]] == [("GC box (Sp1)", "0.361", "no"),
                                                       ("sigma70 -10 box", "0.001", "yes")]
+
+
+def test_motifs_are_matched_only_to_the_elements_of_the_genomes_domain():
+    """A poly-A motif (what the demo's gene-start model found first) is named TATA box among all seven elements; for
+    a bacterial genome only the sigma70 boxes are candidates, and a -10 box stays a -10 box in either."""
+    from genolin.motifs import DOMAINS, Motif, consensus_ppm, match
+
+    def motif(consensus):
+        ppm = consensus_ppm(consensus, smoothing=0.05)
+        return Motif("m", "positive", ppm, ppm, seqlets=50, consensus=consensus)
+
+    for domain in ("bacteria", "eukaryotes", "any"):
+        (m,) = match([motif("TATAAAAG")], domain)
+        assert m.match in DOMAINS[domain]
+    assert match([motif("TATAAAAG")], "any")[0].match == "TATA box"
+    assert match([motif("TATAAAAG")], "bacteria")[0].match != "TATA box"
+    assert match([motif("GTTATAATG")], "bacteria")[0].match in ("sigma70 -10 box", "extended -10 box")

@@ -36,6 +36,9 @@ from genolin.cli.options import circular_option
 @click.option("--motifs/--no-motifs", default=False,
               help="Run TF-MoDISco on the attributions and match its motifs to known promoter elements "
                    "(motifs.meme, motifs.tsv, motif_logos/; needs a few hundred sequences).")
+@click.option("--domain", type=click.Choice(["bacteria", "eukaryotes", "any"]), default="any",
+              help="--motifs: match motifs only to the known promoter elements of this domain (bacteria: sigma70 -10, "
+                   "-35 and extended -10 boxes; eukaryotes: TATA box, initiator, CCAAT and GC boxes).")
 @click.option("--shuffles", type=click.IntRange(min=1), default=20, help="deepliftshap: references per sequence.")
 @click.option("--seed", type=int, default=0, help="deepliftshap: seed of the shuffles.")
 @circular_option
@@ -44,7 +47,7 @@ from genolin.cli.options import circular_option
               help="Folder for METHOD.npz (one (L, 4) array per sequence, columns A C G T), scores.tsv, logos/ "
                    "and, for regions, METHOD.bw.")
 def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offset, flank_bp, context_bp, top, motifs,
-            shuffles, seed, circular, device, out) -> None:
+            domain, shuffles, seed, circular, device, out) -> None:
     """Explain predictions: which bases drive each sequence's score."""
     import logging
 
@@ -58,6 +61,6 @@ def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offs
     run = load_run(model_dir, device, bf16_weights=False)  # attributions: gradients of float32 weights
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
     options = ExplainOptions(method=method, target=target, rc_average=rc_average, bin_offset=bin_offset,
-                             flank_bp=flank_bp, context_bp=context_bp, top=top, motifs=motifs, shuffles=shuffles,
-                             seed=seed)
+                             flank_bp=flank_bp, context_bp=context_bp, top=top, motifs=motifs, domain=domain,
+                             shuffles=shuffles, seed=seed)
     logging.getLogger("genolin").info("%s", run_explain(run, inputs, out, options, regions_bed=regions))

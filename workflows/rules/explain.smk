@@ -18,6 +18,7 @@ rule explain_top_promoters:
         top=lambda wildcards: config["explain"]["top"],
         flank=lambda wildcards: config["explain"]["flank_bp"],
         method=lambda wildcards: config["explain"]["method"],
+        domain=lambda wildcards: config["explain"]["domain"],
         context=lambda wildcards: ("" if config["explain"].get("context_bp") is None
                                    else f"--context {config['explain']['context_bp']}"),
         out=lambda wildcards, output: os.path.dirname(output.motifs),
@@ -33,7 +34,7 @@ rule explain_top_promoters:
         "{output.regions} > {log} 2>&1 && "
         "if [ -s {output.regions} ]; then "
         "genolin explain --model {params.model} --fasta {input.fasta} --regions {output.regions} "
-        "--method {params.method} {params.context} --motifs --device {params.device} --out {params.out} >> {log} 2>&1; "
+        "--method {params.method} {params.context} --motifs --domain {params.domain} --device {params.device} --out {params.out} >> {log} 2>&1; "
         "else echo 'no promoter calls to explain' >> {log}; "
         "printf 'id\\tlength\\tlog_odds\\tmax_importance\\n' > {output.scores}; "
         "printf 'motif\\tsign\\tseqlets\\tconsensus\\tbest_known_match\\ttomtom_p\\tsignificant\\n' > {output.motifs}; fi"
