@@ -425,6 +425,11 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
             raise InputError(csv or fasta, f"sequence {dataset.ids[short[0]]!r} has fewer than k = {k} bases")
         ids, seqs = list(dataset.ids), list(dataset.seqs)
         t = target_index(run.task.classes, options.target)
+    if options.method == "ism":  # the cost, before the work: a model call per base and substitution
+        bases = sum(len(s) for s in seqs)
+        seen = max(len(r.model_seq) for r in regions) if run.task.has_track else max(map(len, seqs))
+        log.info("ism: %s sequences, %s bases, 3 substitutions each: %s model inputs of up to %s bp (progress "
+                 "lines give the time left)", f"{len(seqs):,}", f"{bases:,}", f"{3 * bases:,}", f"{seen:,}")
     with torch.inference_mode(False), progress_bar(total=len(seqs), unit="seq", desc=options.method) as bar:
         if run.task.has_track:
             if options.method == "ism":
