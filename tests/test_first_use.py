@@ -161,3 +161,11 @@ def test_every_writer_refuses_dash_where_the_output_is_not_one_stream(tmp_path):
     (tmp_path / "l.json").symlink_to(target)
     write_json(tmp_path / "l.json", {"a": 1})
     assert (tmp_path / "l.json").is_symlink() and target.read_text().strip().startswith("{")
+
+
+def test_each_data_set_keeps_its_own_report(finished, small_sets):
+    for name in ("dev", "train"):
+        r = run("-q", "evaluate", "--model", finished, "--csv", small_sets / f"{name}.csv")
+        assert r.exit_code == 0, r.output
+    assert (finished / "evaluation" / "dev" / "metrics.json").exists()
+    assert (finished / "evaluation" / "train" / "metrics.json").exists()

@@ -26,7 +26,9 @@ from genolin.cli.options import (
                    "all; metrics per genome and over all.")
 @circular_option
 @click.option("--out", metavar="DIR", default=None,
-              help="Report folder [default: RUN_DIR/evaluation; an ensemble needs --out].")
+              help="Report folder [default: RUN_DIR/evaluation/NAME, NAME the first input's file name without its "
+                   "extensions, so each data set keeps its own report; a bundled model: ./evaluation/MODEL_NAME; "
+                   "an ensemble needs --out].")
 @averaging_options
 @window_option
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
@@ -57,7 +59,23 @@ def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shi
                    window_offsets=window_offsets)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss),
                       circular=list(circular))
-    run_evaluation(run, inputs, out or f"{model_dirs[0]}/evaluation", rc_average=run.rc_average(rc_average),
+    run_evaluation(run, inputs, out or report_dir(model_dirs[0], (csv, *fasta)), rc_average=run.rc_average(rc_average),
                    threshold=run.decision_threshold(threshold),
                    calls_per_mbp=run.call_density(calls_per_mbp, threshold is not None),
                    min_distance_bp=min_distance, held_out=held_out)
+
+
+def report_dir(model: str, inputs: tuple) -> str:
+    """The default report folder: RUN_DIR/evaluation/NAME (NAME: the first input's file name without extensions);
+    for a bundled model, whose folder is the package's, ./evaluation/MODEL_NAME."""
+    from pathlib import Path
+
+    from genolin.models import HERE, resolve_model
+
+    name = Path(next(i for i in inputs if i)).name
+    for ext in (".gz", ".bgz", ".bz2", ".fa", ".fasta", ".fna", ".csv", ".tsv", ".txt"):
+        name = name.removesuffix(ext) if name.endswith(ext) and name != ext else name
+    folder = resolve_model(model, "cpu")
+    if folder.resolve().is_relative_to(HERE):
+        return str(Path("evaluation") / f"{model}_{name}")
+    return str(Path(model) / "evaluation" / name)
