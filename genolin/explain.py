@@ -386,45 +386,17 @@ def write_bigwig(path: Path, lengths: dict[str, int], regions: list[Region], val
 def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, regions_bed: str | None = None) -> str:
     """Attributions of ``run`` for the sequences of ``inputs`` (sequence model: --fasta or --csv; track model:
     --fasta GENOME with ``regions_bed``) into ``out_dir``; returns what was written."""
-    from genolin.io.npz import NpzWriter
     from genolin.progress import progress_bar
 
     if options.method not in METHODS:
         raise InputError("--method", f"unknown method {options.method!r}; choose from {', '.join(METHODS)}")
     run.model.eval()
     run.predictor.amp = False  # float32 on CUDA too: bf16 rounds log-odds to ~3 digits, coarser than most effects
-    out = Path(out_dir)
-    regions: list[Region] = []
-    lengths: dict[str, int] = {}
     if run.task.has_track:
-        if not regions_bed or len(inputs.fasta) != 1 or inputs.csv:
-            raise InputError(None, "a track model is explained on --fasta GENOME --regions BED")
-        if options.rc_average or options.target:
-            raise InputError(None, "--rc-average and --target are for sequence classifiers; a track model "
-                                   "explains one bin (--bin) on the region's strand")
-        whole = run.config.train.window_bp if options.context_bp is None else None  # one training window
-        # circular contigs (FASTA header, --circular, those the run trained on as circles): context across the origin
-        circles = run.task.scoring_data(inputs.fasta[:1], [], inputs.circular).circular
-        regions, lengths = read_regions(inputs.fasta[0], regions_bed, options.flank_bp, options.context_bp or 0, whole,
-                                        circles)
-        ids, seqs = [r.name for r in regions], [r.seq for r in regions]
+        regions, lengths = track_inputs(run, inputs, options, regions_bed)
+        ids, seqs, t = [r.name for r in regions], [r.seq for r in regions], None
     else:
-        if regions_bed:
-            raise InputError("--regions", "regions are for track models; give a sequence classifier --fasta or "
-                                          "--csv sequences")
-        from genolin.io.labelled import read_sequences
-        from genolin.tasks.sequence import _one_source
-
-        fasta, csv = _one_source(inputs)
-        if bool(fasta) == bool(csv):
-            raise InputError(None, "give the sequences as --fasta or as --csv")
-        dataset = read_sequences(csv or fasta)
-        k = run.config.train.k
-        short = [i for i, s in enumerate(dataset.seqs) if len(s) < k]
-        if short:
-            raise InputError(csv or fasta, f"sequence {dataset.ids[short[0]]!r} has fewer than k = {k} bases")
-        ids, seqs = list(dataset.ids), list(dataset.seqs)
-        t = target_index(run.task.classes, options.target)
+        (ids, seqs, t), regions, lengths = sequence_inputs(run, inputs, options, regions_bed), [], {}
     if options.method == "ism":  # the cost, before the work: a model call per base and substitution
         bases = sum(len(s) for s in seqs)
         seen = max(len(r.model_seq) for r in regions) if run.task.has_track else max(map(len, seqs))
@@ -432,16 +404,7 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
                  "lines give the time left)", f"{len(seqs):,}", f"{bases:,}", f"{3 * bases:,}", f"{seen:,}")
     with torch.inference_mode(False), progress_bar(total=len(seqs), unit="seq", desc=options.method) as bar:
         if run.task.has_track:
-            if options.method == "ism":
-                attrs, refs = ism_regions(run, regions, options.bin_offset, progress=bar)
-            else:
-                bins = region_bins(run, regions, options.bin_offset)
-                channels = [r.channel for r in regions]
-                refs = np.array([track_scores(run, [r.model_seq], b, c)[0]
-                                 for r, b, c in zip(regions, bins, channels, strict=True)])
-                attrs = gradient_attributions(run, [r.model_seq for r in regions], options.method, "bin", bins,
-                                              channels, options, bar)
-                attrs = [a[r.before:r.before + len(r.seq)] for a, r in zip(attrs, regions, strict=True)]
+            attrs, refs = region_attributions(run, regions, options, bar)
         elif options.method == "ism":
             attrs, refs = ism_sequences(run, seqs, t, options.rc_average, progress=bar)
         else:
@@ -450,12 +413,66 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
                                                  "for the strand-averaged score")
             refs = sequence_scores(run, seqs, t, False)
             attrs = gradient_attributions(run, seqs, options.method, "class", t, 0, options, bar)
+    return write_explanation(Path(out_dir), options, ids, seqs, attrs, refs, regions, lengths)
+
+
+def track_inputs(run, inputs, options: ExplainOptions, regions_bed: str | None) -> tuple[list[Region], dict]:
+    """(the regions of ``regions_bed`` in the one genome of ``inputs``, widened and with context as ``options``
+    say; the genome's contig lengths), after checking the options fit a track model."""
+    if not regions_bed or len(inputs.fasta) != 1 or inputs.csv:
+        raise InputError(None, "a track model is explained on --fasta GENOME --regions BED")
+    if options.rc_average or options.target:
+        raise InputError(None, "--rc-average and --target are for sequence classifiers; a track model "
+                               "explains one bin (--bin) on the region's strand")
+    whole = run.config.train.window_bp if options.context_bp is None else None  # one training window
+    # circular contigs (FASTA header, --circular, those the run trained on as circles): context across the origin
+    circles = run.task.scoring_data(inputs.fasta[:1], [], inputs.circular).circular
+    return read_regions(inputs.fasta[0], regions_bed, options.flank_bp, options.context_bp or 0, whole, circles)
+
+
+def sequence_inputs(run, inputs, options: ExplainOptions, regions_bed: str | None) -> tuple[list, list, int]:
+    """(ids, sequences, the explained class's index) of a sequence classifier's --fasta or --csv."""
+    if regions_bed:
+        raise InputError("--regions", "regions are for track models; give a sequence classifier --fasta or "
+                                      "--csv sequences")
+    from genolin.io.labelled import read_sequences
+    from genolin.tasks.sequence import _one_source
+
+    fasta, csv = _one_source(inputs)
+    if bool(fasta) == bool(csv):
+        raise InputError(None, "give the sequences as --fasta or as --csv")
+    dataset = read_sequences(csv or fasta)
+    k = run.config.train.k
+    short = [i for i, s in enumerate(dataset.seqs) if len(s) < k]
+    if short:
+        raise InputError(csv or fasta, f"sequence {dataset.ids[short[0]]!r} has fewer than k = {k} bases")
+    return list(dataset.ids), list(dataset.seqs), target_index(run.task.classes, options.target)
+
+
+def region_attributions(run, regions: list[Region], options: ExplainOptions, bar) -> tuple[list, np.ndarray]:
+    """([(L, 4) attributions], (n,) log-odds) of each region's bin: ISM, or a gradient method cut to the region."""
+    if options.method == "ism":
+        return ism_regions(run, regions, options.bin_offset, progress=bar)
+    bins = region_bins(run, regions, options.bin_offset)
+    channels = [r.channel for r in regions]
+    refs = np.array([track_scores(run, [r.model_seq], b, c)[0] for r, b, c in zip(regions, bins, channels,
+                                                                                      strict=True)])
+    attrs = gradient_attributions(run, [r.model_seq for r in regions], options.method, "bin", bins, channels,
+                                  options, bar)
+    return [a[r.before:r.before + len(r.seq)] for a, r in zip(attrs, regions, strict=True)], refs
+
+
+def write_explanation(out: Path, options: ExplainOptions, ids: list, seqs: list, attrs: list, refs: np.ndarray,
+                      regions: list[Region], lengths: dict) -> str:
+    """METHOD.npz, scores.tsv, the top logos, for regions METHOD.bw, with --motifs the motifs, into ``out``;
+    returns what was written."""
+    from genolin.io.atomic import atomic_open
+    from genolin.io.npz import NpzWriter
+
     out.mkdir(parents=True, exist_ok=True)
     with NpzWriter(out / f"{options.method}.npz") as npz:
         for name, a in zip(ids, attrs, strict=True):
             npz.write(name, a.astype(np.float32))
-    from genolin.io.atomic import atomic_open
-
     with atomic_open(out / "scores.tsv") as fh:
         fh.write("id\tlength\tlog_odds\tmax_importance\n")
         for name, s, r, a in zip(ids, seqs, refs, attrs, strict=True):

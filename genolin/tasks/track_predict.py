@@ -1,0 +1,97 @@
+"""The prediction files of a track model (``genolin predict``).
+
+OUT.plus.bedGraph and OUT.minus.bedGraph (per-bin probability, 0-based half-open, sorted, covering every contig,
+equal rounded runs merged; or .bw with track_format "bigwig") and OUT.peaks.bed (BED6 calls: bins whose probability
+is the highest within +- min_distance bp on their strand, each contig's most probable ones at a call density, or
+those >= a threshold; score = 1000 p): the files are ``genolin.io.tracks``'s, the calls ``genolin.peaks``'s. A whole
+circular contig's calls are decided with the bins across the origin as neighbours; outputs stay in the contig's
+coordinates, each bin once. Pieces from ``Predictor.region_probs``: (contig, first bin, probs (n, 2)), in order.
+Under torchrun the ranks share the batches of windows, every rank gets every bin, and rank 0 writes the plus strand
+and the calls, rank 1 the minus strand (``predict_shares``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from genolin.io.tracks import CallsBed, track_outputs, track_paths
+from genolin.peaks import StrandedPeaks, density_quotas
+from genolin.tasks.base import PredictOptions
+from genolin.tasks.track_calls import call_rule
+from genolin.tasks.track_data import Region, TrackData
+
+log = logging.getLogger(__name__)
+
+
+def write_pieces(pieces, data: TrackData, writers, strands: tuple[int, ...], calls: CallsBed | None,
+                 options: PredictOptions, stride: int) -> int:
+    """Each piece (contig, first bin, probs (n, 2)) into ``writers`` (one per strand of ``strands``); with
+    ``calls``, the promoters of both strands are called and each contig's written at its end (with
+    ``options.calls_per_mbp``: the contig's calls_per_mbp x Mbp most probable local maxima). Returns the bins
+    predicted."""
+    circles = {c: -(-data.lengths[c] // stride) for c in data.circular}  # predict covers whole contigs
+    quotas = None  # each contig's share of the density, over every contig of the FASTA (as --contig runs get it)
+    if options.calls_per_mbp is not None:
+        quotas = dict(zip(data.lengths, density_quotas(data.lengths.values(), options.calls_per_mbp), strict=True))
+    peaks = StrandedPeaks(options.threshold, options.min_distance_bp // stride, circles,
+                          quotas=quotas) if calls is not None else None
+    n_bins = 0
+    for contig, first, probs in pieces:
+        length = data.lengths[contig]
+        final = first + len(probs) == -(-length // stride)
+        for writer, s in zip(writers, strands, strict=True):
+            writer.add(contig, first, probs[:, s], stride, length)
+        found = peaks.feed(contig, first, probs, final=final) if peaks is not None else None
+        n_bins += len(probs)
+        if final:
+            for w in writers:
+                w.flush()
+            if calls is not None:
+                calls.write(contig, length, found)
+    return n_bins
+
+
+def predict_files(predictor, data: TrackData, regions: list[Region], out: str, options: PredictOptions,
+                  stride: int) -> str:
+    """One process: the regions through the model into OUT.plus, OUT.minus and OUT.peaks.bed; what was written, in
+    a line."""
+    paths = track_paths(out, options.track_format)
+    with track_outputs(data.lengths, out, options.track_format, call_rule(options), stride) as (writers, calls):
+        pieces = predictor.region_probs(data, regions, rc_average=options.rc_average, progress=options.progress,
+                                        ahead=True)
+        n_bins = write_pieces(pieces, data, writers, (0, 1), calls, options, stride)
+    return (f"{len(regions)} contig(s), {n_bins} bins, {calls.written} promoters called -> {paths[0]}, "
+            f"{paths[1]}, {out}.peaks.bed")
+
+
+def predict_shares(predictor, data: TrackData, regions: list[Region], prefix: str, options: PredictOptions,
+                   stride: int) -> str:
+    """torchrun: the files of one process, written in shares (``Predictor.write_shares``), every rank getting
+    every piece (``region_probs(everywhere=True)``): rank 0 writes the plus strand and calls the promoters of
+    both, as one process does, rank 1 the minus strand, other ranks only compute."""
+    shares = [(0,), (1,)]  # the strands each share writes; the first share also the calls
+    log.info("batches of windows shared over %d processes; rank 0 writes the plus strand, rank 1 the minus "
+             "strand", predictor.dist.world)
+
+    def write(share: int | None, folder: Path | None) -> str:
+        strands = () if share is None else shares[share]
+        quiet = options if share == 0 else dataclasses.replace(options, progress=False)
+        with track_outputs(data.lengths, prefix, options.track_format, call_rule(options), stride,
+                           strands=strands, peaks=share == 0, folder=folder) as (writers, calls):
+            pieces = predictor.region_probs(data, regions, rc_average=options.rc_average,
+                                            progress=quiet.progress, ahead=True, everywhere=True)
+            n_bins = write_pieces(pieces, data, writers, strands, calls, quiet, stride)
+        if share != 0:
+            return (f"rank {predictor.dist.rank}: {n_bins} bins"
+                    + (", the minus strand, for rank 0" if share == 1 else ""))
+        paths = track_paths(prefix, options.track_format)
+        return (f"{len(regions)} contig(s) over {predictor.dist.world} processes, {n_bins} bins, {calls.written} "
+                f"promoters called -> {paths[0]}, {paths[1]}, {prefix}.peaks.bed")
+
+    def files(share: int, folder: Path) -> list[Path]:
+        paths = track_paths(str(folder / Path(prefix).name), options.track_format)
+        return [Path(paths[s]) for s in shares[share]]
+
+    return predictor.write_shares(prefix, len(shares), write, files)
