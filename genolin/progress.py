@@ -9,11 +9,12 @@ import sys
 import time
 
 log = logging.getLogger("genolin")
+QUIET_S = 5.0  # work done within this many seconds says nothing
 
 
 class LoggedProgress:
     """tqdm's ``update``/``set_postfix``/context manager, as an INFO line at each tenth of ``total`` (elapsed and
-    the time left at the pace so far); without a total, a line a minute."""
+    the time left at the pace so far) once QUIET_S seconds have passed; without a total, a line a minute."""
 
     def __init__(self, total: int | None, unit: str, desc: str):
         self.total, self.unit, self.desc = total, unit, desc
@@ -24,7 +25,7 @@ class LoggedProgress:
         now = time.monotonic()
         if self.total:
             tenth = min(10, int(10 * self.n / self.total))
-            if tenth > self.said:
+            if tenth > self.said and now - self.t0 >= QUIET_S:
                 self.said = tenth
                 spent = now - self.t0
                 left = spent * (self.total - self.n) / max(self.n, 1)

@@ -67,7 +67,7 @@ def test_a_genome_slice_given_to_a_classifier_is_warned(tmp_path, seq_run):
     assert r.exit_code == 0, r.output
     r = run("predict", "--model", tmp_path / "linear", "--fasta", fasta, "--out", tmp_path / "p.tsv")
     assert r.exit_code == 0
-    assert "1 sequence(s) over 4 times the longest training sequence (70 bp; the longest here 50,000 bp)" in r.output
+    assert "1 sequence(s) over 4 times the longest training sequence (70 bp; the longest here 50,000 bp;" in r.output
     assert len((tmp_path / "p.tsv").read_text().splitlines()) == 3  # still predicted
     r = run("predict", "--model", seq_run / "run", "--fasta", fasta, "--out", tmp_path / "s.tsv")
     assert r.exit_code == 1 and "'long' has 50,000 tokens" in r.output and "model.max_len (70)" in r.output

@@ -41,6 +41,25 @@ class LazyGroup(click.Group):
         module, attr = COMMANDS[name].split(":")
         return getattr(importlib.import_module(module), attr)
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Click's main, with a usage error in one line (``genolin: error: ...``, exit status 2) instead of the
+        usage block; everything else as Click does it."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else (prog_name or "genolin")
+            click.echo(f"genolin: error: {exc.format_message()} ('{where} --help' lists the options)", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

@@ -417,8 +417,9 @@ class SequenceTask(Task):
                  "long": lengths > 4 * self.max_train_bp if self.max_train_bp else np.zeros(len(lengths), bool),
                  "n_rich": n_share > N_RICH}
         said = {"short": f"under a quarter of the shortest training sequence ({self.min_train_bp or 0:,} bp)",
-                "long": f"over 4 times the longest training sequence ({self.max_train_bp or 0:,} bp; a classifier "
-                        "scores each whole sequence once; for genomes train a track model, --tss)",
+                "long": f"over 4 times the longest training sequence ({self.max_train_bp or 0:,} bp; the longest "
+                        f"here {int(lengths.max(initial=0)):,} bp; a classifier scores each whole sequence once; for "
+                        "genomes train a track model, --tss)",
                 "n_rich": f"over {N_RICH:.0%} N"}
         for kind, hit in kinds.items():
             if hit.any():
