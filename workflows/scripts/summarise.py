@@ -62,6 +62,6 @@ for path in map(Path, snakemake.input.motifs):  # noqa: F821 - explain_top_promo
     lines += [f"| ![{f[0]}]({rel}/motif_logos/{f[0]}.png) {f[0]} | " + " | ".join([*f[1:4], known(f), f[5]]) + " |"
               for f in found]
     lines += ["", "A known element is named a match at TOMTOM p < 0.05 (genolin.motifs.MATCH_P); above it, only the "
-                  "closest of the seven bundled consensuses is shown.", ""]
+                  "closest of the bundled consensuses of the genome's domain (explain.domain) is shown.", ""]
 summary.write_text("\n".join(lines))
 logging.info("%d metric rows from %d evaluations", len(table), len(snakemake.input.metrics))  # noqa: F821
