@@ -62,7 +62,8 @@ def test_a_validation_set_of_one_class_stops_before_training(tmp_path, small_set
 def test_no_validation_set_is_warned_about(tmp_path, small_sets):
     r = run("train", "--csv", small_sets / "train.csv", "--max-steps", 1, "--out", tmp_path / "run")
     assert r.exit_code == 0, r.output
-    assert "warning: no validation set" in r.output and "nan" not in r.output
+    assert "warning: no validation set" in r.output and "nan" not in r.output and "None" not in r.output
+    assert "no validation: the last weights kept" in r.output
 
 
 def test_missing_validated_weights_are_warned_about(tmp_path, finished, small_sets):

@@ -108,11 +108,13 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
     except KeyboardInterrupt:
         click.echo(f"genolin: {interrupted(out)}", err=True)
         raise SystemExit(130) from None  # the shell's status for a run stopped by Ctrl-C
-    logging.getLogger("genolin").info(
-        "done: %d epoch(s), %d steps, best validation score %s (epoch %s%s) in %.1f min -> %s", summary["epochs"],
-        summary["steps"], "n/a" if summary["best_score"] is None else f"{summary['best_score']:.4f}",
-        summary["best_epoch"], ": the starting model, which training did not beat" if summary["best_epoch"] == 0
-        else "", summary["seconds"] / 60, out)
+    if summary["best_score"] is None:
+        best = "no validation: the last weights kept"
+    else:
+        best = (f"best validation score {summary['best_score']:.4f} (epoch {summary['best_epoch']}"
+                + (": the starting model, which training did not beat)" if summary["best_epoch"] == 0 else ")"))
+    logging.getLogger("genolin").info("done: %d epoch(s), %d steps, %s in %.1f min -> %s", summary["epochs"],
+                                      summary["steps"], best, summary["seconds"] / 60, out)
 
 
 def interrupted(out: str) -> str:
