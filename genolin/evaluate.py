@@ -78,7 +78,9 @@ def _curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path) -> 
                 ax.plot(fpr, tpr, label=f"{name} (AUROC {auc(fpr, tpr):.3f})")
             else:
                 precision, recall, _ = precision_recall_curve(y, score)
-                ax.plot(recall, precision, label=f"{name} (positive rate {y.mean():.4f})")
+                line, = ax.plot(recall, precision, label=f"{name} (AUPRC {auc(recall, precision):.3f})")
+                ax.axhline(y.mean(), color=line.get_color(), lw=0.8, ls="--",  # chance: the positive rate
+                           label=f"chance ({y.mean():.4f}, the positive rate)")
         if kind == "roc":
             ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
             ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC")

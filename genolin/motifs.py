@@ -160,10 +160,11 @@ def write_motifs(out: Path, motifs: list[Motif]) -> str:
                      f"{'yes' if m.significant else 'no'}\n")
     (out / "motif_logos").mkdir(exist_ok=True)
     for m in motifs:
-        fig, ax = plt.subplots(figsize=(max(3.0, len(m.ppm) * 0.4), 2.0))
+        fig, ax = plt.subplots(figsize=(max(4.5, len(m.ppm) * 0.4), 2.4))
         logomaker.Logo(pd.DataFrame(m.contribution, columns=list("ACGT")), ax=ax, color_scheme="classic")
         weak = "" if m.significant else f", weak: p >= {MATCH_P}"
-        ax.set_title(f"{m.name} ({m.seqlets} seqlets): {m.consensus} ~ {m.match} (p {m.match_p:.2g}{weak})",
+        # two lines: a long consensus and match name fit a logo of a few bases' width
+        ax.set_title(f"{m.name} ({m.seqlets} seqlets): {m.consensus}\n~ {m.match} (p {m.match_p:.2g}{weak})",
                      fontsize=8)
         fig.tight_layout()
         with atomic_path(out / "motif_logos" / f"{m.name}.png") as tmp:

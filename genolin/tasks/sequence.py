@@ -386,7 +386,8 @@ class SequenceTask(Task):
     # -- reports -----------------------------------------------------------------------------------------------
     def curves(self, scored: tuple) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         y, p = scored
-        return {f"class {self.classes[1]}": (y == 1, p[:, 1])} if len(self.classes) == 2 else {}
+        return {f"{self.classes[1]!r} against {self.classes[0]!r}": (y == 1, p[:, 1])} if len(self.classes) == 2 \
+            else {}
 
     def report_lines(self, metrics: dict) -> list[str]:
         lines = ["| metric | value |", "|---|---:|"]
