@@ -178,6 +178,13 @@ def lock_run_dir(run_dir: str | os.PathLike) -> int:
         os.close(fd)
         raise InputError(run_dir, f"is in use by another genolin train (pid {holder}); wait for it or choose "
                                   f"another --out") from None
+    try:  # the holder before removes the file when it ends: a lock on a file no longer there holds nothing
+        same = os.fstat(fd).st_ino == os.stat(run_dir / LOCK).st_ino
+    except FileNotFoundError:
+        same = False
+    if not same:
+        os.close(fd)
+        return lock_run_dir(run_dir)
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return fd

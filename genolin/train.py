@@ -96,7 +96,8 @@ class Trainer:
         self.task.cfg = self.cfg
         torch.manual_seed(self.cfg.seed)
         self.model = Encoder(self.cfg.model)
-        self.fitted_at_start = not resume and self.task.init_model(self.model)
+        # fine-tuning starts from its weights, not from what the task would fit (a classifier's k-mer regression)
+        self.fitted_at_start = not resume and not self.cfg.init_weights and self.task.init_model(self.model)
         if not resume and self.cfg.init_weights:  # fine-tuning: validated before the first step, kept unless beaten
             ckpt.load_weights(self.cfg.init_weights, self.model)
             self.fitted_at_start = True
@@ -326,8 +327,10 @@ def configure(preset: str, settings: list[Setting], spec: DataSpec) -> TrainConf
 # fine-tuning (--init) unless set: a short schedule at a fifth of the starting run's learning rate, validated often
 FINE_TUNE = {"steps": 1000, "val_every_steps": 250, "warmup_steps": 50}
 FINE_TUNE_LR = 0.2
-# what a fine-tuned run keeps of its starting run: the tokens and the encoder its weights belong to
+# what a fine-tuned run keeps of its starting run: the tokens and the encoder its weights belong to, but for the
+# encoder settings that change no weight (regularisation, recomputation, chunking)
 INIT_KEPT = ("k", "stride")
+INIT_FREE = {"model.dropout", "model.drop_path", "model.checkpointing", "model.checkpoint_mlp", "model.chunk_tokens"}
 
 
 def configure_init(init: str, settings: list[Setting], spec: DataSpec, device_type: str | None = None
@@ -335,7 +338,7 @@ def configure_init(init: str, settings: list[Setting], spec: DataSpec, device_ty
     """A fine-tuning run's settings: those of the run ``init`` names (a run directory or a bundled model,
     ``genolin.models.resolve_model``), then FINE_TUNE's schedule and learning rate, then ``settings``; its tokens
     and encoder stay the starting run's (a setting that changes them is an InputError naming it)."""
-    from genolin.config import canonical_name, flatten
+    from genolin.config import canonical_name, coerce, flatten
     from genolin.models import resolve_model
 
     run_dir = resolve_model(init, device_type)
@@ -345,12 +348,18 @@ def configure_init(init: str, settings: list[Setting], spec: DataSpec, device_ty
     start = flatten(saved.train.to_dict(), str(run_dir))
     derived = {f"model.{k}" for k in ("vocab_size", "n_classes", "track_channels", "seed", "pad_id")}
     start = {k: v for k, v in start.items() if k not in derived | {"init_weights", "max_steps"}}
+    given = set()
     for item in settings:
         key = canonical_name(item.key, item.source if item.line is None else f"{item.source}:{item.line}")
-        if (key in INIT_KEPT or key.startswith("model.")) and key in start and str(item.value) != str(start[key]):
+        given.add(key)
+        kept = key in INIT_KEPT or (key.startswith("model.") and key not in INIT_FREE)
+        if kept and key in start and coerce(item, key) != start[key]:
             raise item.error(f"{key} is {start[key]} in {init}, whose weights this run starts from (--init keeps "
                              "the starting model's tokens and encoder)")
     tune = {**FINE_TUNE, "lr": saved.train.lr * FINE_TUNE_LR}
+    if given & {"epochs", "windows_per_epoch"}:  # a schedule in epochs asked for: no step budget, ours or the start's
+        tune = {k: v for k, v in tune.items() if k not in ("steps", "val_every_steps")}
+        start = {k: v for k, v in start.items() if k not in ("steps", "val_every_steps")}
     source = f"--init {init}"
     cfg = make_config(spec.task, "tiny", [Setting(k, v, source) for k, v in start.items()]
                       + [Setting(k, v, "fine-tuning") for k, v in tune.items()] + list(settings))

@@ -150,3 +150,12 @@ def test_fine_tuning_keeps_the_encoder_and_refuses_a_preset(tmp_path, piece, sta
             "--out", tmp_path / "c")
     assert r.exit_code == 1 and "missing" in r.output
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+
+
+def test_fine_tuning_takes_epochs_and_settings_that_change_no_weight(tmp_path, piece, start_run):
+    r = CliRunner().invoke(cli, ["-q", "train", "--init", str(start_run), "--fasta", str(piece / "piece.fa"), "--tss",
+                                 str(piece / "piece.bed"), "--epochs", "2", "--set", "windows_per_epoch=4",
+                                 "--set", "model.dropout=0.2", "--out", str(tmp_path / "tuned")])
+    assert r.exit_code == 0, r.output
+    tuned = json.loads((tmp_path / "tuned" / "config.json").read_text())["train"]
+    assert tuned["steps"] is None and tuned["epochs"] == 2 and tuned["model"]["dropout"] == 0.2

@@ -104,3 +104,11 @@ def test_tokens_made_per_batch_equal_tokens_made_once(k):
             got = data.tokens_of(i, rc=rc, shift=shift, crop=(start, length))
             if len(want) == len(ids) - shift:  # (a crop shorter than k + shift keeps its tokens either way)
                 assert got.tolist() == want.tolist()
+
+
+def test_tables_with_cr_only_line_ends_read_as_others(tmp_path):
+    for end in ("\n", "\r\n", "\r"):
+        path = tmp_path / "t.csv"
+        path.write_bytes(end.join(["sequence,label", "ACGT,1", "GGCC,0", ""]).encode())
+        s = load_labelled(path)
+        assert s.seqs == [b"ACGT", b"GGCC"] and s.labels.tolist() == [1, 0]

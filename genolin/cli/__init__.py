@@ -58,7 +58,7 @@ class LazyGroup(click.Group):
         except click.exceptions.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)
-        sys.exit(code if isinstance(code, int) else 0)
+        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)  # Exit's status, else 0
 
     def invoke(self, ctx: click.Context):
         try:

@@ -67,15 +67,13 @@ def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shi
 
 def report_dir(model: str, inputs: tuple) -> str:
     """The default report folder: RUN_DIR/evaluation/NAME (NAME: the first input's file name without extensions);
-    for a bundled model, whose folder is the package's, ./evaluation/MODEL_NAME."""
+    for a bundled model, whose folder is the package's, ./evaluation/MODEL_NAME (MODEL the name given)."""
     from pathlib import Path
 
-    from genolin.models import HERE, resolve_model
-
-    name = Path(next(i for i in inputs if i)).name
+    first = next((i for i in inputs if i), None)
+    name = Path(first).name if first else "report"
     for ext in (".gz", ".bgz", ".bz2", ".fa", ".fasta", ".fna", ".csv", ".tsv", ".txt"):
         name = name.removesuffix(ext) if name.endswith(ext) and name != ext else name
-    folder = resolve_model(model, "cpu")
-    if folder.resolve().is_relative_to(HERE):
+    if not Path(model).is_dir() and len(Path(model).parts) == 1:  # a bundled model's name
         return str(Path("evaluation") / f"{model}_{name}")
     return str(Path(model) / "evaluation" / name)

@@ -181,8 +181,9 @@ class Predictor:
             offsets = window_offsets(data, self.window_bp, self.window_offsets)
             before = torch.get_num_threads()  # each pass sets and restores torch's threads; their ends interleave
             try:
-                yield from offsets_averaged([self.windows.region_probs(data, regions, rc_average, progress and i == 0,
-                                                                       offset) for i, offset in enumerate(offsets)])
+                passes = [self.windows.region_probs(data, regions, rc_average, progress if i == 0 else False, offset)
+                          for i, offset in enumerate(offsets)]  # one progress bar, the first pass's
+                yield from offsets_averaged(passes)
             finally:
                 torch.set_num_threads(before)
         elif everywhere and self.dist.world > 1:

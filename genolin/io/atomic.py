@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,12 +26,15 @@ def output_target(path: str | os.PathLike) -> Path:
     if str(path) == "-":
         raise InputError("-", "standard output is not an output here (the output is more than one text stream); give "
                               "a file name")
-    final = Path(os.path.realpath(given)) if given.is_symlink() else given
-    if final.is_dir():
+    try:
+        mode = os.stat(given).st_mode  # through links: /dev/stdout -> /proc/self/fd/1 -> a terminal or pipe
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
         raise InputError(given, "is a folder; give a file name for the output")
-    if final.exists() and not final.is_file():
+    if mode is not None and not stat.S_ISREG(mode):
         raise InputError(given, "is not a regular file (a device, pipe or socket); give a file name for the output")
-    return final
+    return Path(os.path.realpath(given)) if given.is_symlink() else given
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -279,6 +280,7 @@ class Genome:
         kind = sniff_compression(self.path)
         self._faidx = None
         self._memory: dict[str, bytes] | None = None
+        self._memory_lock = threading.Lock()
         with open_binary(self.path) as stream:
             _check_start(self.path, stream.read(1 << 16))
         if kind == "gzip":
@@ -322,12 +324,14 @@ class Genome:
         return frozenset(found)
 
     def _load_memory(self) -> None:
-        self._memory, circular = {}, set()
+        """Every record into memory (built aside, then set: a reader thread never sees it half-filled)."""
+        memory, circular = {}, set()
         for rec in read_fasta(self.path):
-            self._memory[rec.name] = rec.seq
+            memory[rec.name] = rec.seq
             if rec.circular:
                 circular.add(rec.name)
         self._circular = frozenset(circular)
+        self._memory = memory
 
     def _open_faidx(self, kind: str) -> None:  # a BGZF file's end was checked by open_binary in __init__
         import pyfaidx
@@ -377,8 +381,12 @@ class Genome:
                 raise self._changed(name, start, end, exc) from None
             # pyfaidx 0.9 cannot seek to the first byte of a BGZF block that follows a full 64 KiB one (as Bio.bgzf
             # writes them): read from the base before, whose byte lies in the previous block, and drop it
-            if start == 0:
-                self._load_memory()
+            if start == 0:  # a record's first base at such a block's start: rare; the file read into memory
+                with self._memory_lock:
+                    if self._memory is None:
+                        log.warning("%s: record %r starts where pyfaidx cannot seek (a BGZF block after a full "
+                                    "64 KiB one); reading the file into memory", self.path, name)
+                        self._load_memory()
                 return self.fetch(name, start, end)
             raw = self._read(name, start - 1, end)[1:]
         seq = raw.translate(NORMALISE)

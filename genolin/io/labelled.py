@@ -18,6 +18,7 @@ import codecs
 import csv
 import logging
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from genolin.io.store import store_builder
 
 log = logging.getLogger(__name__)
 
+LINE_END = re.compile(r"\r\n|\r|\n")  # LF, CRLF and old Mac CR files alike
 # csv's default field limit is 131,072 characters: a table cell may hold a chromosome
 FIELD_LIMIT = 2**31 - 1
 
@@ -83,41 +85,49 @@ def _starts_with_fasta_header(path) -> bool:
     return first == b">"
 
 
-def sequence_lengths(path: str | os.PathLike, sequence_column: str = "sequence") -> tuple[np.ndarray, list[str]]:
-    """(lengths (n,) int64, where (n,): "record NAME" or "line N") of the sequences of a FASTA or CSV/TSV file, read
-    as a stream without checking them (the reader that follows does); empty when it cannot be told (no such
-    column, unreadable file)."""
+def sequence_lengths(path: str | os.PathLike, sequence_column: str = "sequence") -> tuple[np.ndarray, np.ndarray]:
+    """(lengths (n,) int64, where (n,) int64: each sequence's FASTA record number, 1-based, or table line) of the
+    sequences of a FASTA or CSV/TSV file, read as a stream without checking them (the reader that follows does);
+    empty when it cannot be told (no such column, unreadable file). ``describe_where`` words a position."""
     lengths, where = [], []
     try:
         if _starts_with_fasta_header(path):
-            name, current, rest = None, 0, b""
+            current, rest, records = None, b"", 0
             with open_binary(path) as stream:
                 while block := stream.read(1 << 22):
                     *lines, rest = (rest + block).split(b"\n")
                     for line in lines:
                         if line.startswith(b">"):
-                            if name is not None:
+                            if current is not None:
                                 lengths.append(current)
-                                where.append(f"record {name}")
-                            name, current = line[1:].split(maxsplit=1)[0].decode(errors="replace") if \
-                                line[1:].strip() else "?", 0
-                        else:
+                                where.append(records)
+                            records, current = records + 1, 0
+                        elif current is not None:
                             current += len(line.strip())
-            if rest and not rest.startswith(b">"):
-                current += len(rest.strip())
-            if name is not None:
+            if current is not None:
+                if rest and not rest.startswith(b">"):
+                    current += len(rest.strip())
                 lengths.append(current)
-                where.append(f"record {name}")
+                where.append(records)
         else:
             first, header, rows = _table(path)
             column = [h.lower() for h in header].index(sequence_column)
             for line, row in enumerate(rows, start=first + 2):
                 if len(row) > column and row[column].strip():
                     lengths.append(len(row[column].strip()))
-                    where.append(f"line {line}")
+                    where.append(line)
     except (InputError, OSError, ValueError, StopIteration, csv.Error, EOFError):
-        return np.zeros(0, dtype=np.int64), []
-    return np.array(lengths, dtype=np.int64), where
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.array(lengths, dtype=np.int64), np.array(where, dtype=np.int64)
+
+
+def describe_where(path: str | os.PathLike, where: int) -> str:
+    """A ``sequence_lengths`` position in words: "record N" (FASTA) or "line N" (tables)."""
+    try:
+        fasta = _starts_with_fasta_header(path)
+    except InputError:
+        fasta = False
+    return f"record {where}" if fasta else f"line {where}"
 
 
 def longest_sequence_bp(path: str | os.PathLike, sequence_column: str = "sequence") -> int | None:
@@ -161,14 +171,17 @@ def text_lines(path: str | os.PathLike) -> Iterator[str]:
                 done = block[:max(exc.start, 0)].count(b"\n")
                 raise InputError(path, "not UTF-8 text (binary data?)", line_no + rest.count("\n") + done + 1) \
                     from None
-            *lines, rest = (rest + text).split("\n")
+            buffer = rest + text
+            held = "\r" if block and buffer.endswith("\r") else ""  # perhaps the first half of a CRLF
+            *lines, rest = LINE_END.split(buffer[:len(buffer) - len(held)])
+            rest += held
             for line in lines:
                 line_no += 1
                 any_text = any_text or bool(line.strip())
-                yield line.rstrip("\r")
+                yield line
             if not block:
                 break
-    if rest:
+    if rest.rstrip("\r"):
         any_text = any_text or bool(rest.strip())
         yield rest.rstrip("\r")
     if not any_text:

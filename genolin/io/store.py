@@ -1,7 +1,7 @@
 """Labelled sequences held as one byte per base: every sequence's ACGTN bytes end to end in one uint8 buffer with
 their offsets, in memory or, for a set larger than a quarter of the host's free memory, in a file of a cache folder
-that is memory-mapped (pages come and go with use: the set may exceed memory) and unlinked once mapped, so it
-takes disk only while the process runs.
+that is memory-mapped (pages come and go with use: the set may exceed memory) and unlinked as soon as it is
+opened, so it takes disk only while the process runs, and a killed process leaves nothing behind.
 
     builder = store_builder(path, estimated_bases)   # in memory, or a cache file when the set is large
     builder.append(b"ACGT...")                         # per sequence, as the reader parses it
@@ -78,7 +78,9 @@ class StoreBuilder:
     def __init__(self, file: Path | None = None):
         self.file = file
         self._memory = bytearray() if file is None else None
-        self._fh = open(file, "wb") if file is not None else None  # noqa: SIM115 - closed by finish/abandon
+        self._fh = open(file, "w+b") if file is not None else None  # noqa: SIM115 - closed by finish/abandon
+        if file is not None:  # unlinked at once: a killed process leaves no file (the open one lives on)
+            file.unlink()
         self._offsets, self._at = [0], 0
 
     def append(self, seq: bytes) -> None:
@@ -93,19 +95,18 @@ class StoreBuilder:
         offsets = np.array(self._offsets, dtype=np.int64)
         if self._fh is None:
             return BaseStore(np.frombuffer(self._memory, dtype=np.uint8), offsets)
-        self._fh.close()
+        self._fh.flush()
         if self._at == 0:
-            self.file.unlink(missing_ok=True)
+            self._fh.close()
             return BaseStore(np.zeros(0, dtype=np.uint8), offsets)
-        mapped = np.memmap(self.file, dtype=np.uint8, mode="r")
-        self.file.unlink()  # the mapping keeps the data until the process lets it go: nothing is left behind
+        mapped = np.memmap(self._fh, dtype=np.uint8, mode="r")  # the mapping keeps the data after the close
+        self._fh.close()
         return BaseStore(mapped, offsets, self.file)
 
     def abandon(self) -> None:
-        """A failed read: the partial cache file is removed."""
+        """A failed read: the partial cache file (unlinked already) is let go."""
         if self._fh is not None:
             self._fh.close()
-            self.file.unlink(missing_ok=True)
 
 
 def cache_folder() -> Path:

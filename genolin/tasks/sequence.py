@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from genolin.config import LONG_SEQUENCE_BP, DataSpec, TrainConfig
 from genolin.errors import InputError
-from genolin.io.labelled import LabelledSet, load_labelled, sequence_lengths
+from genolin.io.labelled import LabelledSet, describe_where, load_labelled, sequence_lengths
 from genolin.model import LENGTH_LIMITED_MAX_TOKENS, LENGTH_LIMITED_MIXERS, kmer_profile
 from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
@@ -209,7 +209,7 @@ N_RICH = 0.1  # a predicted sequence with more N than this share is flagged
 OUTLIER_SHARE = 0.05  # long sequences fewer than this share of a set whose median is short: outliers, not a recipe
 
 
-def check_length_outliers(path, lengths: np.ndarray, where: list[str]) -> None:
+def check_length_outliers(path, lengths: np.ndarray, where: np.ndarray) -> None:
     """An InputError naming the longest sequence of a set whose median is short (LONG_SEQUENCE_BP or less) but
     which holds a few long ones (under OUTLIER_SHARE of it): they alone would switch the whole set to the
     long-sequence recipe."""
@@ -217,7 +217,8 @@ def check_length_outliers(path, lengths: np.ndarray, where: list[str]) -> None:
     if not len(long) or np.median(lengths) > LONG_SEQUENCE_BP or len(long) >= OUTLIER_SHARE * len(lengths):
         return
     i = int(long[np.argmax(lengths[long])])
-    raise InputError(path, f"{where[i]}: {int(lengths[i]):,} bp, where the median is {int(np.median(lengths)):,} "
+    place = describe_where(path, int(where[i]))
+    raise InputError(path, f"{place}: {int(lengths[i]):,} bp, where the median is {int(np.median(lengths)):,} "
                            f"bp and {len(lengths) - len(long):,} of {len(lengths):,} sequences are "
                            f"{LONG_SEQUENCE_BP:,} bp or shorter: {len(long)} such outlier(s) would switch the whole "
                            "set to the long-sequence recipe; remove them, or train them as a set of their own")
