@@ -240,6 +240,15 @@ def _table_rows(path, rows, first: int, header: list[str], columns: tuple, ids: 
     """The rows of a table into ``ids``, ``seqs`` (a StoreBuilder), ``raw_labels`` and ``where`` (line numbers),
     each checked."""
     i_seq, i_lab, i_id = columns
+    try:
+        _checked_rows(path, rows, first, header, columns, ids, seqs, raw_labels, where)
+    except csv.Error as exc:  # a quote left open, a NUL: the csv module's own complaint, with its line
+        raise InputError(path, f"not a readable CSV/TSV table ({exc})", first + 1 + rows.line_num) from None
+
+
+def _checked_rows(path, rows, first: int, header: list[str], columns: tuple, ids: list, seqs, raw_labels: list,
+                  where: list) -> None:
+    i_seq, i_lab, i_id = columns
     for offset, row in enumerate(rows, start=first + 2):
         if not row or not any(cell.strip() for cell in row):
             continue
