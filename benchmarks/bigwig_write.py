@@ -1,5 +1,6 @@
 """How fast the bigWig writers take a genome's track: two strands of pieces, as ``genolin predict`` feeds them,
-against libBigWig (pyBigWig, 10 zoom levels: the writer genolin used before its own) and the bedGraph writer.
+against libBigWig (pyBigWig, 10 zoom levels: the writer genolin used before its own), pybigtools (the Rust bigtools
+library's writer) and the bedGraph writer.
 
 The track is the synthetic one of ``bedgraph_write.py`` (runs of random length at 4 decimals), cut into pieces of
 ``--piece-bins``. Rows: genolin's writer in this process; the same in two child processes (one per strand, as
@@ -73,8 +74,49 @@ class BedGraph:
         self.f.close()
 
 
+class PyBigtools:
+    """pybigtools (the Rust bigtools library) fed as genolin's writer would feed it: each piece's values rounded to
+    DECIMALS and merged into runs of equal value (as the bedGraph writer does), handed through a queue to
+    ``BigWigWriter.write`` running on a thread (it takes an iterator of (contig, start, end, value))."""
+
+    def __init__(self, path, lengths):
+        import queue
+        import threading
+
+        import pybigtools
+
+        self.queue: queue.Queue = queue.Queue(maxsize=64)
+        self.writer = pybigtools.open(str(path), "w")
+
+        def entries():
+            while (batch := self.queue.get()) is not None:
+                yield from batch
+
+        self.thread = threading.Thread(target=self.writer.write, args=(dict(lengths), entries()))
+        self.thread.start()
+
+    def __enter__(self):
+        return self
+
+    def add(self, contig, first_bin, values, stride, length):
+        v = np.round(values.astype(np.float64), DECIMALS)
+        cuts = np.flatnonzero(np.diff(v)) + 1
+        starts = np.concatenate([[0], cuts])
+        ends = np.concatenate([cuts, [len(v)]])
+        a = (first_bin + starts) * stride
+        b = np.minimum((first_bin + ends) * stride, length)
+        self.queue.put(list(zip([contig] * len(a), a.tolist(), b.tolist(), v[starts].tolist(), strict=True)))
+
+    def flush(self):
+        pass
+
+    def __exit__(self, *exc):
+        self.queue.put(None)
+        self.thread.join()
+
+
 WRITERS = {"genolin": BigWigWriter, "genolin, 2 processes": BackgroundBigWigWriter, "libBigWig": LibBigWig,
-           "bedGraph": BedGraph}
+           "pybigtools": PyBigtools, "bedGraph": BedGraph}
 
 
 def run(name: str, contigs, stride: int, piece_bins: int, folder: Path) -> dict:
