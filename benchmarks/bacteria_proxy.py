@@ -33,7 +33,6 @@ import argparse
 import concurrent.futures as cf
 import json
 import os
-import queue
 import statistics
 import sys
 import tempfile
@@ -41,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from promoter_tracks import run, run_metadata  # noqa: E402
-from track_recipes import COST_COLUMNS, cost_cells, genome_row, parse_recipe, spread  # noqa: E402
+from track_recipes import COST_COLUMNS, GpuSlots, collect, cost_cells, genome_row, parse_recipe, spread  # noqa: E402
 
 from genolin.models.build import GENOMES as REGISTRY  # noqa: E402
 from genolin.models.build import READY  # noqa: E402
@@ -344,38 +343,20 @@ def main() -> None:
         out.with_suffix(".md").write_text(text)
         return text
 
-    slots: queue.Queue = queue.Queue()  # a GPU index per concurrent run, taken while it runs
-    for i in range(args.parallel):
-        slots.put(i % args.gpus if args.gpus > 0 else None)
-
-    def on_a_gpu(fn, *job) -> dict:
-        gpu = slots.get()
-        try:
-            return fn(runner, *job, gpu=gpu)
-        finally:
-            slots.put(gpu)
-
+    slots = GpuSlots(args.parallel, args.gpus)
     text = "no run finished\n"
     with cf.ThreadPoolExecutor(args.parallel) as pool:
-        futures = {pool.submit(on_a_gpu, *job): job for job in jobs}
+        futures = {pool.submit(slots.run, job[0], runner, *job[1:]): job for job in jobs}
         waiting = {}  # fine-tuning starts once its fold model (first recipe, seed 0) is trained
         for f in cf.as_completed(futures):
             job = futures[f]
-            try:
-                rows.append(f.result())
-            except RuntimeError as exc:
-                failed.append({"run": [job[0].__name__, *job[1:2], *job[3:]], "error": str(exc)})
-                print(exc, file=sys.stderr, flush=True)
+            collect(f, [job[0].__name__, *job[1:2], *job[3:]], rows, failed)
             if job[0] is fold_run and job[1] == first and job[4] == 0:
                 for g in (g for g in tuned if g in FOLDS[job[3]]):
-                    waiting[pool.submit(on_a_gpu, finetune_run, first, recipes[first], g)] = g
+                    waiting[pool.submit(slots.run, finetune_run, runner, first, recipes[first], g)] = g
             text = write()
         for f in cf.as_completed(waiting):
-            try:
-                rows.append(f.result())
-            except RuntimeError as exc:
-                failed.append({"run": ["finetune_run", first, waiting[f]], "error": str(exc)})
-                print(exc, file=sys.stderr, flush=True)
+            collect(f, ["finetune_run", first, waiting[f]], rows, failed)
             text = write()
     print(text)
     sys.exit(1 if failed else 0)

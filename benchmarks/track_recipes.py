@@ -141,6 +141,33 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
     return row
 
 
+class GpuSlots:
+    """A GPU index per concurrent run (round robin over ``gpus``; None: every run sees every GPU), taken while a
+    run holds it: ``slots.run(fn, *args)`` calls ``fn(*args, gpu=index)``."""
+
+    def __init__(self, parallel: int, gpus: int):
+        self.free: queue.Queue = queue.Queue()
+        for i in range(parallel):
+            self.free.put(i % gpus if gpus > 0 else None)
+
+    def run(self, fn, *args) -> dict:
+        gpu = self.free.get()
+        try:
+            return fn(*args, gpu=gpu)
+        finally:
+            self.free.put(gpu)
+
+
+def collect(future: cf.Future, label: list, rows: list[dict], failed: list[dict]) -> None:
+    """A finished run's row into ``rows``, or its failure (a benchmark command's RuntimeError) into ``failed`` under
+    ``label`` and on stderr."""
+    try:
+        rows.append(future.result())
+    except RuntimeError as exc:
+        failed.append({"run": label, "error": str(exc)})
+        print(exc, file=sys.stderr, flush=True)
+
+
 def spread(values: list[float], spec: str = ".4f") -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -380,25 +407,11 @@ def main() -> None:
         return write_result(out, meta, rows, failed)
 
     text = "no run finished\n"
-    slots: queue.Queue = queue.Queue()  # a GPU index per concurrent run, taken while it runs
-    for i in range(args.parallel):
-        slots.put(i % args.gpus if args.gpus > 0 else None)
-
-    def on_a_gpu(*job) -> dict:
-        gpu = slots.get()
-        try:
-            return one_run(args, data, *job, gpu=gpu)
-        finally:
-            slots.put(gpu)
-
+    slots = GpuSlots(args.parallel, args.gpus)
     with cf.ThreadPoolExecutor(args.parallel) as pool:
-        futures = {pool.submit(on_a_gpu, *job): job for job in jobs}
+        futures = {pool.submit(slots.run, one_run, args, data, *job): job for job in jobs}
         for f in cf.as_completed(futures):
-            try:
-                rows.append(f.result())
-            except RuntimeError as exc:
-                failed.append({"run": futures[f][:1] + futures[f][2:], "error": str(exc)})
-                print(exc, file=sys.stderr, flush=True)
+            collect(f, futures[f][:1] + futures[f][2:], rows, failed)
             text = write()
     print(text)
     sys.exit(1 if failed else 0)
