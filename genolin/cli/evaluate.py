@@ -70,10 +70,10 @@ def report_dir(model: str, inputs: tuple) -> str:
     for a bundled model, whose folder is the package's, ./evaluation/MODEL_NAME (MODEL the name given)."""
     from pathlib import Path
 
+    from genolin.io.files import file_stem
+
     first = next((i for i in inputs if i), None)
-    name = Path(first).name if first else "report"
-    for ext in (".gz", ".bgz", ".bz2", ".fa", ".fasta", ".fna", ".csv", ".tsv", ".txt"):
-        name = name.removesuffix(ext) if name.endswith(ext) and name != ext else name
+    name = file_stem(first) if first else "report"
     if not Path(model).is_dir() and len(Path(model).parts) == 1:  # a bundled model's name
         return str(Path("evaluation") / f"{model}_{name}")
     return str(Path(model) / "evaluation" / name)

@@ -17,6 +17,19 @@ _MAGIC = {
 }
 
 
+FASTA_SUFFIXES = (".gz", ".bgz", ".bgzf", ".fa", ".fasta", ".fna", ".fas", ".faa")
+DATA_SUFFIXES = (".gz", ".bgz", ".bz2", ".fa", ".fasta", ".fna", ".csv", ".tsv", ".txt")
+
+
+def file_stem(path: str | os.PathLike, suffixes: tuple[str, ...] = DATA_SUFFIXES) -> str:
+    """A data file's name without its extensions (each of ``suffixes`` taken off once, in order):
+    ``dir/BACILLUS.fasta.gz`` -> ``BACILLUS``; the whole name where nothing would be left."""
+    name = Path(path).name
+    for suffix in suffixes:
+        name = name.removesuffix(suffix)
+    return name or Path(path).name
+
+
 def sniff_compression(path: str | os.PathLike) -> str:
     """Return ``"plain"``, ``"gzip"`` or ``"bgzf"`` for an existing, non-empty file; InputError otherwise."""
     p = Path(path)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from genolin.config import TrainConfig
 from genolin.errors import InputError
 from genolin.io.bed import Interval
 from genolin.io.fasta import Genome
+from genolin.io.files import FASTA_SUFFIXES, file_stem
 from genolin.tasks.base import Batch
 from genolin.tasks.track_augment import collate_windows
 from genolin.tasks.track_labels import positive_rate, window_targets
@@ -246,10 +246,7 @@ def check_circular(names: list[str] | tuple[str, ...], *data: TrackData) -> None
 
 def genome_name(path) -> str:
     """``dir/BACILLUS.fasta.gz`` -> ``BACILLUS``."""
-    name = Path(path).name
-    for suffix in (".gz", ".bgz", ".bgzf", ".fa", ".fasta", ".fna", ".fas", ".faa"):
-        name = name.removesuffix(suffix)
-    return name or Path(path).name
+    return file_stem(path, FASTA_SUFFIXES)
 
 
 def shared_contigs(genomes: list[Genome]) -> list[str]:
