@@ -32,7 +32,7 @@ The rooms:
 from __future__ import annotations
 
 from genolin.inference.graphs import GraphCaptureError, GraphedForward
-from genolin.inference.loading import WINDOW_BATCH_TOKENS, Run, inference_bf16, load_kernels, load_run
+from genolin.inference.loading import WINDOW_BATCH_TOKENS, Run, load_kernels, load_run
 from genolin.inference.pipeline import (
     CPU_MODEL_THREADS,
     CUDA_QUEUE_DEPTH,
@@ -47,4 +47,4 @@ from genolin.inference.windows import Piece
 
 __all__ = ["CPU_MODEL_THREADS", "CUDA_QUEUE_DEPTH", "CUDA_TOKEN_THREADS", "PIECES_AHEAD", "WINDOW_BATCH_TOKENS",
            "GraphCaptureError", "GraphedForward", "Piece", "Predictor", "Run", "computed_ahead", "cpu_model_threads",
-           "default_views", "describe_views", "inference_bf16", "load_kernels", "load_run", "rc_averaged"]
+           "default_views", "describe_views", "load_kernels", "load_run", "rc_averaged"]

@@ -70,8 +70,8 @@ def export(run_dir: Path, out: Path) -> None:
     """A trained run's config.json (training paths as file names) and best weights (bfloat16 above a million
     parameters) into ``out``."""
     import torch
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
+
+    from genolin.checkpoint import load_tensors, save_weights
 
     out.mkdir(parents=True, exist_ok=True)
     config = json.loads((run_dir / "config.json").read_text())
@@ -81,13 +81,10 @@ def export(run_dir: Path, out: Path) -> None:
         elif isinstance(value, str) and "/" in value:
             config["data"][key] = Path(value).name
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    weights = run_dir / "best.safetensors"
-    with safe_open(str(weights), "pt") as fh:
-        meta = dict(fh.metadata() or {})
-    tensors = load_file(str(weights))
+    tensors, meta = load_tensors(run_dir / "best.safetensors")
     big = sum(t.numel() for t in tensors.values()) > 1_000_000
-    save_file({k: t.to(torch.bfloat16) if big and t.is_floating_point() else t for k, t in tensors.items()},
-              str(out / "best.safetensors"), metadata=meta)
+    save_weights(out / "best.safetensors",
+                 {k: t.to(torch.bfloat16) if big and t.is_floating_point() else t for k, t in tensors.items()}, meta)
 
 
 def write_card(out: Path, members: dict[str, tuple[str, str]], settings: dict[str, list[str]]) -> None:
