@@ -130,6 +130,13 @@ def describe_where(path: str | os.PathLike, where: int) -> str:
     return f"record {where}" if fasta else f"line {where}"
 
 
+def longest_sequence_bp(path: str | os.PathLike, sequence_column: str = "sequence") -> int | None:
+    """The length of the longest sequence in a FASTA or CSV/TSV file (``sequence_lengths``); None when it cannot
+    be told."""
+    lengths, _ = sequence_lengths(path, sequence_column)
+    return int(lengths.max()) if len(lengths) else None
+
+
 def read_sequences(path: str | os.PathLike) -> LabelledSet:
     """Sequences to predict, labels not needed: FASTA records, or CSV/TSV rows with a ``sequence`` column (any
     ``label`` column is ignored). Every sequence gets label 0 of the one class ``"?"``."""
