@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 TASKS = ("sequence", "track")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # torch.compile modes for training's compiled blocks
+# track task: each training genome's share of the drawn windows, as its training span to the power 1, 0 or 1/2
+GENOME_WEIGHTS = ("length", "equal", "sqrt")
 
 
 @dataclass
@@ -41,6 +43,10 @@ class TrainConfig:
     window_bp: int = 100_000  # track: window length (a multiple of stride)
     tolerance_bins: int = 1  # track: bins on each side of a TSS bin that count as positive
     val_fraction: float = 0.1  # track without --val-fasta: held-out end of each contig
+    # track: how often each training genome's windows are drawn: "length" in proportion to its training span,
+    # "equal" as often as every other genome, "sqrt" in proportion to the span's square root (within a genome
+    # always by span): "length" lets an 11 Mbp genome outweigh a 1 Mbp one ten to one
+    genome_weights: str = "length"
     windows_per_epoch: int | None = None  # track without val_every_steps: default genome length / window
     eval_bin_bp: int = 50  # track scores: evaluation bins per strand (positive: a TSS inside; score: max probability)
     # the encoder
@@ -264,6 +270,7 @@ RULES: dict[str, tuple] = {
     "model.pool_distance_power": (lambda v: 0 <= v <= 8, "from 0 to 8"),
     "model.pool_position_bins": (lambda v: 0 <= v <= 2**16, "from 0 to 65536"),
     "compile_mode": (lambda v: v in COMPILE_MODES, " or ".join(COMPILE_MODES)),
+    "genome_weights": (lambda v: v in GENOME_WEIGHTS, "length, equal or sqrt"),
     "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "mutate_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "crop_growth": (lambda v: 0 <= v <= 1, "from 0 to 1"),

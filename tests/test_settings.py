@@ -33,6 +33,8 @@ def test_values_take_their_fields_types():
     assert cfg.mlm_weight == 0.5 and default.mlm_weight == 0.0
     assert cfg.amp is False and cfg.pos_weight is None and isinstance(cfg.model.dropout, float)
     assert make_config("track", "tiny", [Setting("k", "5", "x.yaml", 2)]).k == 5
+    assert make_config("track", "base", parse_settings(["genome_weights=sqrt"])).genome_weights == "sqrt"
+    assert default.genome_weights == "length"
 
 
 @pytest.mark.parametrize(("args", "yaml_text", "message"), [
@@ -49,6 +51,9 @@ def test_values_take_their_fields_types():
     ([], "k: 13\n", "c.yaml:1: setting 'k': must be from 1 to 12, got 13"),
     (["--set", "compile_mode=fast"], None, "--set compile_mode=fast: setting 'compile_mode': must be default or "
                                            "max-autotune-no-cudagraphs, got 'fast'"),
+    (["--set", "genome_weights=size"], None, "--set genome_weights=size: setting 'genome_weights': must be length, "
+                                             "equal or sqrt, got 'size'"),
+    ([], "genome_weights: 2\n", "c.yaml:1: setting 'genome_weights': expected text, got 2"),
     (["--set", "mlm_prob=1"], None, "--set mlm_prob=1: setting 'mlm_prob': must be between 0 and 1 (exclusive), "
                                     "got 1"),
     (["--set", "label_smoothing=1"], None, "--set label_smoothing=1: setting 'label_smoothing': must be at least 0 "

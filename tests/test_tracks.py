@@ -149,6 +149,72 @@ def test_track_windows_mutated_with_their_targets_kept():
     assert torch.equal(rc.targets, data.collate(windows, np.random.default_rng(3), rc_prob=1.0).targets)
 
 
+@pytest.fixture(scope="module")
+def unequal_genomes(tmp_path_factory):
+    """TrackData of a 'genome' of 180 kbp in two contigs (big1 read as circular) and one of 9 kbp, cut from E. coli:
+    20 times apart, as the largest and smallest of the eleven-genome proxy nearly are."""
+    d = tmp_path_factory.mktemp("unequal")
+    (rec,) = read_fasta(ECOLI_BGZ)
+    (d / "big.fa").write_text(f">big1\n{rec.seq[:120_000].decode()}\n>big2\n{rec.seq[120_000:180_000].decode()}\n")
+    (d / "small.fa").write_text(f">small1\n{rec.seq[200_000:209_000].decode()}\n")
+    return TrackData([Genome(d / "big.fa"), Genome(d / "small.fa")], [], window_bp=1024, k=3, stride=4,
+                     circular=["big1"])
+
+
+def test_genome_weights_length_draws_the_windows_as_before(unequal_genomes):
+    """genome_weights "length" (the default) makes the same rng calls as the draw before the setting: regions by
+    span, then an offset per window; so the same windows from the same seed, a circle's and a split contig's."""
+    data = unequal_genomes
+    for regions in (data.whole(), data.split(0.1)[0]):
+        spans = np.array([r[2] if data.wraps(r) else r[2] - r[1] - data.window_bp - data.k + 2 for r in regions],
+                         dtype=np.float64)
+        rng = np.random.default_rng(7)
+        picks = rng.choice(len(regions), size=500, p=spans / spans.sum())
+        want = [(regions[r][0], regions[r][1] + int(rng.integers(0, int(spans[r]))) // 4 * 4) for r in picks]
+        for kwargs in ({}, {"genome_weights": "length"}):
+            got = data.random_windows(regions, np.random.default_rng(7), 500, **kwargs)
+            assert [(w.contig, w.start) for w in got] == want and {w.bins for w in got} == {256}
+    assert any(data.wraps(r) for r in data.whole())
+
+
+@pytest.mark.parametrize(("weights", "small_share"), [("equal", 0.5), ("sqrt", None)])
+def test_genome_weights_equal_and_sqrt_share_the_draws_among_genomes(unequal_genomes, weights, small_share):
+    """"equal": each genome drawn as often as the other, 20-fold apart in size; "sqrt": shares as the square roots
+    of their spans; within the big genome its two contigs by span; windows inside their regions."""
+    data = unequal_genomes
+    regions = data.split(0.1)[0]
+    spans = data.spans(regions)
+    big, small = spans[:2].sum(), spans[2]
+    if small_share is None:
+        small_share = small ** 0.5 / (small ** 0.5 + big ** 0.5)
+    assert data.genome_shares(regions, weights) == pytest.approx({"big": 1 - small_share, "small": small_share})
+    assert data.genome_shares(regions) == pytest.approx({"big": big / spans.sum(), "small": small / spans.sum()})
+    windows = data.random_windows(regions, np.random.default_rng(3), 100_000, genome_weights=weights)
+    contigs = [w.contig for w in windows]
+    n_small = contigs.count("small1")
+    assert n_small / len(windows) == pytest.approx(small_share, abs=0.01)
+    assert contigs.count("big1") / (len(windows) - n_small) == pytest.approx(spans[0] / big, abs=0.01)
+    ends = {c: (a, b) for c, a, b in regions}
+    assert all(ends[w.contig][0] <= w.start and w.start + 1024 + 2 <= ends[w.contig][1] for w in windows)
+
+
+def test_the_track_task_draws_its_training_windows_by_genome_weights(unequal_genomes):
+    """TrackTask's epoch batches follow the run's genome_weights; the default's draws are random_windows' own."""
+    from genolin.tasks.track import TrackTask
+
+    data = unequal_genomes
+    regions = data.split(0.1)[0]
+    counts = {}
+    for weights in ("length", "equal"):
+        task = TrackTask(make_config("track", "tiny", {"genome_weights": weights, "window_bp": 1024, "k": 3}))
+        task.train, task.train_regions = data, regions
+        batches = task.epoch_batches(np.random.default_rng(0), 2_000)
+        counts[weights] = sum(w.contig == "small1" for b in batches for w in b) / 8_000
+    plain = data.random_windows(regions, np.random.default_rng(0), 8_000)
+    assert counts["length"] == sum(w.contig == "small1" for w in plain) / 8_000 < 0.1
+    assert counts["equal"] == pytest.approx(0.5, abs=0.03)
+
+
 def test_call_metrics_against_definition():
     calls = {("c", 0): np.array([100, 500, 1000]), ("c", 1): np.array([300])}
     tss = {("c", 0): np.array([110, 480, 2000]), ("c", 1): np.array([320, 900])}

@@ -142,11 +142,15 @@ class TrackTask(Task):
                  "per Mbp %d bp apart; validation: %s", len(self.train.genomes), ", ".join(self.train.genome_names),
                  len(self.train_regions), rate, self.pos_weight, self.tss_per_mbp, CALL_DISTANCE_BP,
                  ", ".join(f"{g} {n:,} bp" for g, n in val_bp.items()))
+        if len(self.train.genomes) > 1:
+            shares = self.train.genome_shares(self.train_regions, cfg.genome_weights)
+            log.info("training windows drawn per genome (genome_weights %s): %s", cfg.genome_weights,
+                     ", ".join(f"{g} {share:.1%}" for g, share in shares.items()))
 
     def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[Window]]:
         bs = self.cfg.batch_size
         count = n_batches * bs if n_batches else self.cfg.windows_per_epoch
-        windows = self.train.random_windows(self.train_regions, rng, count)
+        windows = self.train.random_windows(self.train_regions, rng, count, self.cfg.genome_weights)
         return [windows[i:i + bs] for i in range(0, len(windows), bs)]
 
     def collate(self, items: list[Window], rng: np.random.Generator | None, progress: float = 1.0) -> Batch:

@@ -13,7 +13,8 @@ training part before it) stays a linear stretch, so no window of one reads the o
 context beyond a circular contig's end are always its other end's.
 
 Several genomes: one FASTA each (named by file name), TSS BEDs paired with them in order or one BED naming contigs
-of all; training windows are drawn across genomes in proportion to their length.
+of all; training windows are drawn across genomes in proportion to their length, or as ``genome_weights`` says
+(each genome equally often, or by the square root of its length).
 """
 
 from __future__ import annotations
@@ -165,14 +166,39 @@ class TrackData:
                                                f"{what} ({longest:,} bp at most); use a smaller window_bp")
         return usable
 
-    def random_windows(self, regions: list[Region], rng: np.random.Generator, count: int | None = None
-                       ) -> list[Window]:
+    def spans(self, regions: list[Region]) -> np.ndarray:
+        """(len(regions),) float64: the window starts each region offers (a circle: one per base)."""
+        return np.array([r[2] if self.wraps(r) else r[2] - r[1] - self.window_bp - self.k + 2 for r in regions],
+                        dtype=np.float64)
+
+    def genome_shares(self, regions: list[Region], genome_weights: str = "length") -> dict[str, float]:
+        """Genome name -> the share of ``random_windows``'s draws its regions get (``TrainConfig.genome_weights``)."""
+        p = self.region_probabilities(regions, self.spans(regions), genome_weights)
+        shares = dict.fromkeys(self.genome_names, 0.0)
+        for (contig, _, _), q in zip(regions, p, strict=True):
+            shares[self.genome_of(contig)] += float(q)
+        return shares
+
+    def region_probabilities(self, regions: list[Region], spans: np.ndarray, genome_weights: str) -> np.ndarray:
+        """(len(regions),) the chance that a drawn window falls in each region: genome g's share is S_g ** a over
+        the sum of those of all genomes (S_g its regions' spans summed; a = 1 "length", 1/2 "sqrt", 0 "equal"),
+        split among its regions by span."""
+        if genome_weights == "length":  # written as before the setting: the same floats, so the same draws
+            return spans / spans.sum()
+        power = {"sqrt": 0.5, "equal": 0.0}[genome_weights]
+        genome = np.array([self.genomes.index(self._genome_of[contig]) for contig, _, _ in regions])
+        per_genome = np.bincount(genome, weights=spans)  # (genomes,) 0 for a genome with no region here
+        share = np.where(per_genome > 0, per_genome ** power, 0.0)
+        return (share / share.sum())[genome] * spans / per_genome[genome]
+
+    def random_windows(self, regions: list[Region], rng: np.random.Generator, count: int | None = None,
+                       genome_weights: str = "length") -> list[Window]:
         """Windows at random offsets inside the regions (never crossing their ends, k-mer context included; a
-        circle's start anywhere on it, running on across the origin)."""
-        spans = np.array([r[2] if self.wraps(r) else r[2] - r[1] - self.window_bp - self.k + 2 for r in regions],
-                         dtype=np.float64)
+        circle's start anywhere on it, running on across the origin); regions drawn as ``genome_weights`` says
+        (``region_probabilities``), offsets uniformly within a region."""
+        spans = self.spans(regions)
         count = count or max(1, int(sum(r[2] - r[1] for r in regions) // self.window_bp))
-        picks = rng.choice(len(regions), size=count, p=spans / spans.sum())
+        picks = rng.choice(len(regions), size=count, p=self.region_probabilities(regions, spans, genome_weights))
         out = []
         for r in picks:
             contig, a, _ = regions[r]
