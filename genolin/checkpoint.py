@@ -398,7 +398,9 @@ def save_optimizer(path: str | os.PathLike, optimizer: torch.optim.Optimizer) ->
                 scalars[f"{index}.{key}"] = value
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp))
-    return {"param_groups": sd["param_groups"], "scalars": scalars}
+    # a learning rate held as a tensor (a graphed step's: genolin.train_graph) is kept as the number it holds
+    groups = [{k: v.item() if torch.is_tensor(v) else v for k, v in g.items()} for g in sd["param_groups"]]
+    return {"param_groups": groups, "scalars": scalars}
 
 
 def load_optimizer(path: str | os.PathLike, optimizer: torch.optim.Optimizer, rest: dict) -> None:

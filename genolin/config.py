@@ -99,6 +99,8 @@ class TrainConfig:
     # by MEMORISE_DROP or more since the best one (genolin.selection); the log says so, and with this the run stops
     stop_memorising: bool = False
     amp: bool = True  # bf16 autocast on CUDA
+    # CUDA: a training step of fixed shapes (track windows) replayed from a CUDA graph (genolin.train_graph)
+    cuda_graphs: bool = True
     compile: bool = False  # CUDA: torch.compile the encoder's blocks (Encoder.compile_blocks; ~10-30 s at the start)
     # with compile: the share of activations compiled blocks keep for backward (Encoder.set_activation_memory_budget;
     # None: torch's default, 1); lower recomputes more inside the compiled backward (0.13: about a fifth of the memory)

@@ -24,11 +24,13 @@ Rank 0 logs and writes the run directory.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -45,20 +47,45 @@ from genolin.model import Encoder, kmer_profile
 from genolin.schedule import Schedule, lr_at
 from genolin.selection import ModelSelection
 from genolin.tasks import TASK_TYPES, Task, get_task
+from genolin.tasks.base import Batch
 from genolin.tasks.masking import mask_tokens, masked_token_loss
+from genolin.train_graph import GraphedStep
 
 __all__ = ["Trainer", "configure", "configure_init", "describe_model", "longest_input_bp", "lr_at", "make_optimizer",
            "train"]
 
 log = logging.getLogger(__name__)
 
+LOSS_EVERY = 25  # optimizer steps between the progress bar's loss readings (each one waits for the device)
 
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: torch.device | None = None
+                   ) -> torch.optim.Optimizer:
+    """AdamW, weight decay on matrices only; on CUDA fused (one kernel for all parameters, graph-safe)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (decay if p.dim() >= 2 and "embed" not in name else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98))
+    fused = device is not None and device.type == "cuda"
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), fused=fused or None)
+
+
+def made_ahead(make, first: int, end: int, depth: int = 2):
+    """``make(b)`` for b in first..end-1, in order, each made on a worker thread up to ``depth`` batches ahead of
+    the one the caller holds (the host's batch making overlaps the device's step)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="genolin-batches") as pool:
+        pending = collections.deque(pool.submit(make, b) for b in range(first, min(first + depth, end)))
+        nxt = first + len(pending)
+        try:
+            while pending:
+                made = pending.popleft().result()
+                if nxt < end:
+                    pending.append(pool.submit(make, nxt))
+                    nxt += 1
+                yield made
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def check_memory(cfg: TrainConfig, task: Task, model: Encoder, device: torch.device) -> None:
@@ -103,7 +130,7 @@ class Trainer:
             self.fitted_at_start = True
         self.model = self.model.to(self.device)
         self._budget_before = self._compile()  # restored by close()
-        self.optimizer = make_optimizer(self.model, self.cfg)
+        self.optimizer = make_optimizer(self.model, self.cfg, self.device)
         self.average = WeightAverage(self.optimizer, self.cfg.ema_decay)
         self.net = self.model
         if self.dist.world > 1:
@@ -131,6 +158,8 @@ class Trainer:
         self.epochs = self.cfg.epochs  # the schedule's, once ``fit`` starts it
         self.selection = ModelSelection(self.cfg, self.task, self.model, self.predictor, self.average, self.run,
                                         self.state, self.checkpoint)
+        self.graphed = (GraphedStep(self.model, self.optimizer, self.forward_loss, self.device, self.cfg.clip)
+                        if GraphedStep.wanted(self.cfg, self.task, self.model, self.device, self.dist.world) else None)
 
     # -- the loop ------------------------------------------------------------------------------------------------
     def fit(self) -> dict:
@@ -161,7 +190,8 @@ class Trainer:
 
     def train_epoch(self) -> tuple[dict | None, str | None]:
         """Optimizer steps over the rest of the current epoch -> (its record, or None when a stop rule ended it
-        early; the stop rule that fired, if any)."""
+        early; the stop rule that fired, if any). Batches are made ahead on a thread; losses stay on the device
+        until the progress bar or the epoch's record reads them (no host sync a step)."""
         from genolin.progress import progress_bar
 
         cfg, st = self.cfg, self.state
@@ -170,24 +200,34 @@ class Trainer:
         losses, tokens, items, t_epoch, stopped = [], 0, 0, time.monotonic(), None
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+        if self.task.collate_reads_progress():  # made at its step, with the schedule's progress then
+            made = (self.make_batch(batches[b], epoch, b) for b in range(st["batch"], len(batches)))
+        else:
+            made = made_ahead(lambda b: self.make_batch(batches[b], epoch, b), st["batch"], len(batches))
         with progress_bar(total=len(batches), unit="batch", desc=f"epoch {epoch + 1}/{self.epochs}",
-                          enabled=self.progress) as bar:
+                          enabled=self.progress) as bar, contextlib.closing(made):
             bar.update(st["batch"])
-            for b in range(st["batch"], len(batches)):
+            for b, batch in zip(range(st["batch"], len(batches)), made, strict=True):
                 boundary = (b + 1) % cfg.grad_accum == 0 or b + 1 == len(batches)
-                loss, n = self.micro_step(batches[b], epoch, b, sync=boundary)
+                loss = self.graphed_step(batch, b) if boundary and cfg.grad_accum == 1 else None
+                if loss is None:
+                    with self.graphed.eager() if self.graphed is not None else contextlib.nullcontext():
+                        loss = self.micro_step(batch, epoch, b, sync=boundary)
+                        if boundary:
+                            if cfg.sam_rho > 0:
+                                self.sharpness_aware_gradient(batches[st["batch"]:b + 1], epoch, st["batch"])
+                            self.optimizer_step(self.schedule.next_lr())
                 losses.append(loss)
-                tokens += n
+                tokens += batch.n_tokens
                 items += len(batches[b])
                 bar.update(1)
                 if not boundary:
                     continue
-                if cfg.sam_rho > 0:
-                    self.sharpness_aware_gradient(batches[st["batch"]:b + 1], epoch, st["batch"])
-                self.optimizer_step(self.schedule.next_lr())
                 st["batch"] = b + 1
-                seconds = time.monotonic() - t_epoch
-                bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}", tok_s=f"{tokens * self.dist.world / seconds:.0f}")
+                if not getattr(bar, "disable", True) and (st["step"] % LOSS_EVERY == 0 or b + 1 == len(batches)):
+                    seconds = time.monotonic() - t_epoch
+                    bar.set_postfix(loss=f"{torch.stack(losses[-20:]).mean().item():.4f}",
+                                    tok_s=f"{tokens * self.dist.world / seconds:.0f}")
                 stopped = self.schedule.stop_reason()
                 if stopped or self.schedule.done():
                     break
@@ -195,7 +235,7 @@ class Trainer:
             return None, stopped
         seconds = time.monotonic() - t_epoch
         # the mean over ranks: the memorisation check (genolin.selection) stops every rank alike
-        loss = self.dist.mean(losses, self.device)
+        loss = self.dist.mean(torch.stack(losses).tolist() if losses else [], self.device)
         record = {"epoch": epoch + 1, "step": st["step"], "train_loss": loss,
                   "lr": self.schedule.last_lr(), "seconds": seconds,
                   "tokens_per_s": tokens * self.dist.world / max(seconds, 1e-9),
@@ -203,40 +243,69 @@ class Trainer:
                   "peak_memory_gib": memory.peak_bytes(self.device) / memory.GIB}
         return record, stopped
 
-    def micro_step(self, items, epoch: int, b: int, *, sync: bool) -> tuple[float, int]:
-        """Forward, loss and backward of batch ``b``; DDP all-reduces only when ``sync`` (the last of a group).
-        Running out of memory all the same (``check_memory`` estimates, not exactly) is an InputError."""
+    def make_batch(self, items, epoch: int, b: int) -> Batch:
+        """Batch ``b`` of the epoch on the host: its items collated and augmented from (seed, epoch, b), counted
+        (``Batch.counted``), in pinned memory on CUDA."""
+        with torch.profiler.record_function("genolin.make_batch"):
+            batch = self.task.collate(items, np.random.default_rng([self.cfg.seed, epoch, b]),
+                                      progress=self.schedule.progress()).counted()
+            return batch.pinned() if self.device.type == "cuda" else batch
+
+    def graphed_step(self, host: Batch, b: int) -> torch.Tensor | None:
+        """Optimizer step ``b`` replayed from the CUDA graph (``train_graph``): its loss, or None where the step is
+        to be taken eagerly (no graph, a batch that does not fit it, the first steps, a failed capture)."""
+        if self.graphed is None or not self.graphed.fits(host):
+            return None
+        torch.manual_seed(self.cfg.seed * 1_000_003 + self.state["step"] * 131 + b % self.cfg.grad_accum)
+        with torch.profiler.record_function("genolin.graphed_step"):
+            loss = self.graphed(host.to(self.device), self.schedule.next_lr())
+        if loss is not None:
+            self.after_step()
+        return loss
+
+    def micro_step(self, batch, epoch: int, b: int, *, sync: bool) -> torch.Tensor:
+        """Forward, loss and backward of batch ``b`` (a host Batch, or its items); DDP all-reduces only when
+        ``sync`` (the last of a group) -> the loss, on the device. Running out of memory all the same
+        (``check_memory`` estimates, not exactly) is an InputError."""
+        if not isinstance(batch, Batch):
+            batch = self.make_batch(batch, epoch, b)
         try:
-            return self._micro_step(items, epoch, b, sync=sync)
+            return self._micro_step(batch, b, sync=sync)
         except (torch.OutOfMemoryError, RuntimeError) as exc:
             if not memory.is_out_of_memory(exc):
                 raise
             tokens, what = self.task.largest_batch()
-            raise InputError(None, f"out of memory training on a batch of {len(items)} item(s) ({what}); "
+            raise InputError(None, f"out of memory training on a batch of {len(batch.ids)} item(s) ({what}); "
                                    f"{memory_fix(self.cfg, self.task, tokens)}") from None
 
-    def _micro_step(self, items, epoch: int, b: int, *, sync: bool) -> tuple[float, int]:
+    def _micro_step(self, batch: Batch, b: int, *, sync: bool) -> torch.Tensor:
         cfg = self.cfg
         torch.manual_seed(cfg.seed * 1_000_003 + self.state["step"] * 131 + b % cfg.grad_accum)
-        batch = self.task.collate(items, np.random.default_rng([cfg.seed, epoch, b]),
-                                  progress=self.schedule.progress()).to(self.device)
+        no_sync = self.net.no_sync() if self.dist.world > 1 and not sync else contextlib.nullcontext()
+        with no_sync:
+            with torch.profiler.record_function("genolin.forward"):
+                loss = self.forward_loss(batch.to(self.device))
+            with torch.profiler.record_function("genolin.backward"):
+                (loss / cfg.grad_accum).backward()
+        return loss.detach()
+
+    def forward_loss(self, batch: Batch) -> torch.Tensor:
+        """The training loss of ``batch`` (on the device): forward under bf16 autocast on CUDA (its weight cache off,
+        as a graph capture wants), the task's loss, the masked-token term."""
+        cfg = self.cfg
         ids, chosen, extra = batch.ids, None, {}
         if cfg.mlm_weight > 0:
             ids, chosen = mask_tokens(batch.ids, batch.mask, cfg.mlm_prob, k=cfg.k, stride=cfg.stride)
             if self.model.kmer_linear is not None:  # the k-mer term counts the sequence as it is
                 extra["profile"] = kmer_profile(batch.ids, self.model.cfg.kmer_logits)
-        no_sync = self.net.no_sync() if self.dist.world > 1 and not sync else contextlib.nullcontext()
         amp = cfg.amp and self.device.type == "cuda"
-        with no_sync:
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                out = self.net(ids, batch.mask, **extra)
-            loss = self.task.loss(out, batch)
-            if chosen is not None:
-                loss = loss + cfg.mlm_weight * masked_token_loss(out.hidden, self.model.embed.weight, batch.ids,
-                                                                 chosen)
-            del out  # hidden (B, N, d) float32 is not saved for backward: freed before it (~98 MiB per 100 k tokens)
-            (loss / cfg.grad_accum).backward()
-        return loss.item(), batch.n_tokens
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=False):
+            out = self.net(ids, batch.mask, **extra)
+        loss = self.task.loss(out, batch)
+        if chosen is not None:
+            loss = loss + cfg.mlm_weight * masked_token_loss(out.hidden, self.model.embed.weight, batch.ids, chosen)
+        del out  # hidden (B, N, d) float32 is not saved for backward: freed before it (~98 MiB per 100 k tokens)
+        return loss
 
     def sharpness_aware_gradient(self, group: list, epoch: int, first: int) -> None:
         """SAM: replace the gradient of the optimizer step over ``group`` (its micro-batches' items; the first is batch
@@ -252,11 +321,19 @@ class Trainer:
                 self.micro_step(items, epoch, first + i, sync=i == len(group) - 1)
 
     def optimizer_step(self, lr: float) -> None:
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        with torch.profiler.record_function("genolin.optimizer"):
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+            for group in self.optimizer.param_groups:
+                if torch.is_tensor(group["lr"]):  # a graphed step's (train_graph): filled, its kernels read it
+                    group["lr"].fill_(lr)
+                else:
+                    group["lr"] = lr
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.after_step()
+
+    def after_step(self) -> None:
+        """What follows every optimizer step: the weight average, the step count, FAVOR+'s redraw."""
         self.average.update(self.state["step"])
         self.state["step"] += 1
         self.model.redraw_favor_features(self.state["step"])

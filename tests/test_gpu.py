@@ -3,6 +3,7 @@ against float64 on the same inputs."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -509,3 +510,48 @@ def test_causal_encoder_on_fla_matches_its_step_api():
     with torch.no_grad():
         steps = torch.stack([model.step(ids[:, t], state)[0] for t in range(ids.shape[1])], 1)
     assert rel(whole, steps) < 3e-2
+
+
+def _track_steps(tmp_path, monkeypatch, graphs: str, steps: int = 12):
+    """(per-step losses, final weights, the trainer's GraphedStep) of a small track model trained ``steps`` steps
+    on CUDA with GENOLIN_CUDA_GRAPHS=graphs (dropout off: the same arithmetic both ways)."""
+    from conftest import DATA, ECOLI_BGZ
+
+    from genolin.config import DataSpec, Setting
+    from genolin.train import Trainer, configure
+
+    monkeypatch.setenv("GENOLIN_CUDA_GRAPHS", graphs)
+    spec = DataSpec(task="track", fasta=[str(ECOLI_BGZ)], tss=[str(DATA / "ecoli_k12" / "gene_starts.bed")])
+    settings = [Setting(k, v, "test") for k, v in (("d_model", 64), ("n_layers", 2), ("dropout", 0.0),
+                                                   ("max_steps", steps), ("val_every_steps", steps))]
+    cfg = configure("small", settings, spec)
+    trainer = Trainer(cfg, spec, tmp_path / f"run{graphs}", device="cuda", progress=False)
+    try:
+        losses = []
+        batches = trainer.epoch_batches(0)
+        trainer.schedule.start(len(batches))
+        for b in range(steps):
+            batch = trainer.make_batch(batches[b], 0, b)
+            loss = trainer.graphed_step(batch, b)
+            if loss is None:
+                with trainer.graphed.eager() if trainer.graphed is not None else contextlib.nullcontext():
+                    loss = trainer.micro_step(batch, 0, b, sync=True)
+                    trainer.optimizer_step(trainer.schedule.next_lr())
+            losses.append(loss)
+        weights = {k: v.detach().float().cpu() for k, v in trainer.model.state_dict().items()}
+        return torch.stack(losses).float().cpu(), weights, trainer.graphed
+    finally:
+        trainer.close()
+
+
+def test_training_steps_replayed_from_a_cuda_graph_equal_eager_steps(tmp_path, monkeypatch):
+    """Track training steps (forward, loss, backward, clipping, fused AdamW) replayed from one captured CUDA graph
+    against the same steps launched eagerly: the same losses at every step and the same weights after 12 steps."""
+    graphed_losses, graphed_w, step = _track_steps(tmp_path, monkeypatch, "1")
+    assert step is not None and step.graph is not None and not step.failed  # captured after the eager steps
+    eager_losses, eager_w, none = _track_steps(tmp_path, monkeypatch, "0")
+    assert none is None
+    assert torch.isfinite(graphed_losses).all()
+    assert rel(graphed_losses, eager_losses) < 1e-5, (graphed_losses, eager_losses)
+    for k, w in eager_w.items():
+        assert rel(graphed_w[k], w) < 1e-4 or (w.norm() == 0 and graphed_w[k].norm() == 0), k

@@ -389,7 +389,7 @@ def test_clock_takes_over_the_schedule_only_when_steps_would_overrun(tmp_path, t
     fits = (tmp_path / "fits" / "train.log").read_text()
     assert "follows the clock" not in fits
     assert "training: batches of 2, 40 steps, 1 min at most, lr 0.002; reverse complements (rc_prob 0.5)" in fits
-    monkeypatch.setattr(train_mod.time, "monotonic", fake_clock(0.6))  # about 2 s a step: 40 steps overrun 60 s
+    monkeypatch.setattr(train_mod.time, "monotonic", fake_clock(0.9))  # about 2 s a step: 40 steps overrun 60 s
     assert run("train", *common, "--max-minutes", 1, "--out", tmp_path / "late").exit_code == 0
     log = (tmp_path / "late" / "train.log").read_text()
     assert "at this pace the 40 steps would not end within 1.0 min: the schedule follows the clock" in log

@@ -22,6 +22,7 @@ on what is learned, so the trainer, the predictor and the evaluator never ask wh
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -39,13 +40,26 @@ class Batch:
     labels: torch.Tensor | None = None  # (B,) int64
     targets: torch.Tensor | None = None  # (B, T, 2) float32
 
-    def to(self, device) -> Batch:
-        fields = (self.ids, self.mask, self.labels, self.targets)
-        return Batch(*(None if t is None else t.to(device, non_blocking=True) for t in fields))
+    # made on the host with the batch (``counted``): no device sync to read them in the training loop
+    n_tokens: int | None = None  # real (not padding) tokens
+    full: bool = False  # no padding: a loss may take every position without indexing by the mask
 
-    @property
-    def n_tokens(self) -> int:
-        return int(self.mask.sum())
+    def counted(self) -> Batch:
+        """The batch with ``n_tokens`` and ``full`` read from its (host) mask."""
+        n = int(self.mask.sum())
+        return dataclasses.replace(self, n_tokens=n, full=n == self.mask.numel())
+
+    def pinned(self) -> Batch:
+        """The batch in page-locked host memory (CUDA): its copy to the device does not wait for the host."""
+        return dataclasses.replace(self, **{f: getattr(self, f).pin_memory() for f in TENSORS
+                                            if getattr(self, f) is not None})
+
+    def to(self, device) -> Batch:
+        return dataclasses.replace(self, **{f: getattr(self, f).to(device, non_blocking=True) for f in TENSORS
+                                            if getattr(self, f) is not None})
+
+
+TENSORS = ("ids", "mask", "labels", "targets")  # Batch's tensor fields
 
 
 def pad_tokens(token_arrays: list[np.ndarray], shape: tuple[int, int] | None = None
@@ -90,6 +104,12 @@ class Task(ABC):
     ensemble_shared: tuple[str, ...] = ("k", "stride")
     # whether probabilities can also be averaged over inputs with leading bases dropped (--shift-average)
     shift_averaging: bool = False
+    # every training batch has one shape (track windows): a training step can replay a CUDA graph (train_graph)
+    fixed_shapes: bool = False
+
+    def collate_reads_progress(self) -> bool:
+        """Whether ``collate`` depends on the schedule's progress (then batches are not made ahead of their step)."""
+        return False
 
     @classmethod
     def default_views(cls, cfg: TrainConfig) -> tuple[bool, int]:

@@ -346,6 +346,9 @@ class SequenceTask(Task):
     def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[int]]:
         return self.train.batches(self.cfg.batch_size, self.cfg.max_tokens, rng)  # one pass over the data
 
+    def collate_reads_progress(self) -> bool:
+        return self.cfg.crop_min_bp > 0 and self.cfg.crop_growth > 0  # crops grow with the schedule
+
     def collate(self, items: list[int], rng: np.random.Generator | None, progress: float = 1.0) -> Batch:
         cfg = self.cfg
         crop = None

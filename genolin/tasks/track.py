@@ -73,6 +73,7 @@ class TrackTask(Task):
     has_track = True
     threshold_metric = "F1"
     ensemble_shared = ("k", "stride", "window_bp", "eval_bin_bp")
+    fixed_shapes = True
 
     def __init__(self, cfg: TrainConfig, state: dict | None = None):
         super().__init__(cfg, state)
@@ -159,7 +160,10 @@ class TrackTask(Task):
     def loss(self, out, batch: Batch) -> torch.Tensor:
         """Positive-weighted binary cross-entropy over the real bins; with ``focal_gamma`` g > 0 each term is
         scaled by (1 - p_t)^g, p_t the probability given to the true class (focal loss)."""
-        logits, targets = out.track.float()[batch.mask], batch.targets[batch.mask]
+        if batch.full:  # every position (the same elements in the same order as the mask's; no host sync)
+            logits, targets = out.track.float().flatten(0, 1), batch.targets.flatten(0, 1)
+        else:
+            logits, targets = out.track.float()[batch.mask], batch.targets[batch.mask]
         weight = self.weight_on(logits.device)
         if not self.cfg.focal_gamma:
             return F.binary_cross_entropy_with_logits(logits, targets, pos_weight=weight)
