@@ -169,12 +169,30 @@ def test_bedgraph_formatted_by_a_process_pool_is_the_same_file(tmp_path, two_con
     r = run("predict", "--model", V1_TRACK, "--fasta", fasta, "--out", tmp_path / "one")
     assert r.exit_code == 0, r.output
     monkeypatch.setattr(bedgraph, "format_workers", lambda: 2)
+    monkeypatch.setattr(bedgraph, "POOL_MIN_BINS", 0)  # a small genome: formatted in process otherwise
     monkeypatch.setattr(bedgraph.BedGraphWriter.__init__, "__defaults__", (64, None, 2))
     r = run("predict", "--model", V1_TRACK, "--fasta", fasta, "--out", tmp_path / "pool")
     assert r.exit_code == 0, r.output
     for suffix in ("plus.bedGraph", "minus.bedGraph", "peaks.bed"):
         one, pool = ((tmp_path / f"{o}.{suffix}").read_text().splitlines() for o in ("one", "pool"))
         assert one[1:] == pool[1:] and (len(one) > 1000 or suffix == "peaks.bed"), suffix
+
+
+def test_small_genomes_format_their_lines_without_a_process_pool(tmp_path, two_contigs, monkeypatch):
+    """A pool costs its start and end (spawned interpreters): below POOL_MIN_BINS, predict formats in process."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    import genolin.io.bedgraph as bedgraph
+
+    with bedgraph.format_pool(2, bins=bedgraph.POOL_MIN_BINS - 1) as pool:
+        assert pool is None
+    with bedgraph.format_pool(2, bins=bedgraph.POOL_MIN_BINS) as pool:
+        assert isinstance(pool, ProcessPoolExecutor)
+    monkeypatch.setattr(bedgraph, "format_workers", lambda: 2)
+    monkeypatch.setattr(ProcessPoolExecutor, "__init__", lambda *a, **k: pytest.fail("a pool was started"))
+    fasta, _ = two_contigs
+    r = run("predict", "--model", V1_TRACK, "--fasta", fasta, "--out", tmp_path / "one")
+    assert r.exit_code == 0, r.output
 
 
 def test_failed_bigwig_prediction_leaves_nothing(tmp_path):
@@ -575,3 +593,53 @@ def test_graphs_are_captured_before_the_pipeline_threads_start(two_contigs, monk
     captures = [e for e in events if e[0] == "capture"]
     assert captures == ([] if fails else [("capture", main, False), ("capture", main, True)])
     assert all(e[1] != main for e in events[len(captures) + 1:] if e[0] in ("tokens", "capture"))
+
+
+@pytest.mark.parametrize("batch_size", [3, 8])
+def test_graphs_are_captured_only_for_the_batch_kinds_a_genome_repeats(tmp_path, two_contigs, monkeypatch,
+                                                                       batch_size):
+    """One 12-kb contig: in batches of 3 windows, two full batches and one padded (the last), so only the full
+    batches' graph is captured and the padded batch runs eager; in batches of 8, one padded batch and no capture at
+    all. The values are those of the same fixed batch shape without graphs."""
+    import genolin.inference.genome
+    from genolin.inference import load_run
+    from genolin.inference.genome import GenomeWindows, batch_kinds
+    from genolin.tasks.track import TrackData
+
+    events = []
+
+    class StandIn:
+        def __init__(self, forward, device):
+            self.forward, self.graphs = forward, {}
+
+        def capture(self, flags, *inputs):
+            events.append(("capture", flags[0]))
+            self.graphs[flags] = tuple(t.shape for t in inputs)
+
+        def __call__(self, flags, *inputs):
+            assert self.graphs[flags] == tuple(t.shape for t in inputs)
+            events.append(("replay", flags[0]))
+            return self.forward(*flags, *inputs)
+
+    monkeypatch.setattr(genolin.inference.genome, "GraphedForward", StandIn)
+    fasta, _ = two_contigs
+    one = tmp_path / "one.fa"
+    one.write_text("".join(fasta.read_text().split(">chrB")[0]))
+    run = load_run(V1_TRACK, "cpu", batch_size=batch_size)
+    run.predictor.compiled = True  # the fixed batch shape, no graphs: the values to match
+    data = TrackData.load([str(one)], [], run.config.train)
+    fixed = np.concatenate([p for _, _, p in run.predictor.region_probs(data, data.whole(), rc_average=True,
+                                                                        progress=False)])
+    windows = run.predictor.windows
+    kinds = batch_kinds(windows.plan(data, data.whole()), batch_size, windows.window_bins(data)[0])
+    assert kinds == ({False: 2, True: 1} if batch_size == 3 else {False: 0, True: 1})
+    run = load_run(V1_TRACK, "cpu", batch_size=batch_size)
+    monkeypatch.setattr(GenomeWindows, "graphs_wanted", lambda self: True)
+    got = np.concatenate([p for _, _, p in run.predictor.region_probs(data, data.whole(), rc_average=True,
+                                                                      progress=False)])
+    if batch_size == 3:
+        assert events == [("capture", False), ("replay", False), ("replay", False)]
+    else:
+        assert events == [] and run.predictor.windows.graphs is None
+    assert run.predictor.windows.eager == {(True, True)}
+    assert np.array_equal(got, fixed)

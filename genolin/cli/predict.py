@@ -47,10 +47,17 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, w
     import logging
     import time
 
-    from genolin.config import DataSpec
-    from genolin.inference import load_run
-    from genolin.predict import PredictOptions
-    from genolin.predict import predict as run_prediction
+    from genolin.cli import heavy_imports
+    from genolin.timings import mark
+
+    mark("command parsed")
+    with heavy_imports():
+        from genolin.config import DataSpec
+        from genolin.inference import load_run
+        from genolin.predict import PredictOptions
+        from genolin.predict import predict as run_prediction
+
+    mark("imports (torch, genolin)")
 
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
@@ -71,3 +78,4 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, w
         log.info("%.2f s after the model was loaded", time.perf_counter() - t0)
     finally:
         run.predictor.dist.close()
+    mark("predict returned")

@@ -32,6 +32,7 @@ from genolin.inference.views import finite, rc_averaged
 from genolin.inference.windows import Batch, Piece, kept_rows, pieces, plan_batches, window_bins, window_codes
 from genolin.progress import progress_bar
 from genolin.tasks import TrackData
+from genolin.timings import mark
 from genolin.tokenize import window_ids
 
 log = logging.getLogger(__name__)
@@ -42,12 +43,15 @@ ON_HOST = object()  # a launched batch's "done" for kept bins already on the hos
 class GenomeWindows:
     """The genome-window side of a ``Predictor`` (its model, task, device, batch size, window and flags, read
     from it at each batch). ``graphs``: the CUDA graphs of genome batches (``GraphedForward``), made at the first
-    batch where they apply (``graphs_apply``); None before, False when a capture failed."""
+    batch where they apply (``graphs_apply``); None before, False when a capture failed. ``eager``: the graph keys
+    (padding, rc_average) that ``capture`` left to eager launches, the genome having one batch of them (a capture
+    costs more than the one forward it would replay)."""
 
     def __init__(self, predictor):
         self.predictor = predictor
         self.graphs: GraphedForward | None | bool = None
-        self.captured: set[bool] = set()  # the rc_average values whose graphs ``capture`` made
+        self.captured: set[tuple[bool, bool]] = set()  # the (padding, rc_average) keys ``capture`` made graphs of
+        self.eager: set[tuple[bool, bool]] = set()
 
     def graphs_wanted(self) -> bool:
         """Whether genome batches are meant to replay CUDA graphs: the predictor's ``cuda_graphs`` and eager on CUDA
@@ -64,23 +68,33 @@ class GenomeWindows:
         """Capture the CUDA graphs of this genome's batches (with padding and without) now, on the caller's thread,
         before the pipeline's threads start: a capture while another thread calls CUDA (a pinned copy on the
         reader thread) fails, and batches then ran eager from that point. A failed capture turns graphs off for
-        the whole run, with one warning. Each ``rc_average`` value has its own pair of graphs (twice the rows)."""
-        if not self.graphs_apply() or rc_average in self.captured:
+        the whole run, with one warning. Each ``rc_average`` value has its own pair of graphs (twice the rows).
+        Only the kinds of batch the genome has at least twice are captured (``batch_kinds``): a kind it has once
+        (a small genome's last, padded batch; a genome of one batch) runs eager, the same kernels on the same
+        shapes, without a capture's warm-up forward and graph (about 0.7 s each for the base model)."""
+        if not self.graphs_apply():
             return
-        first = next(iter(self.plan(data, regions)), None)
-        if first is None:
+        uses = batch_kinds(self.plan(data, regions), self.predictor.batch_size, self.window_bins(data)[0])
+        wanted = [padding for padding in (False, True) if uses[padding] > 1 and (padding, rc_average) not in
+                  self.captured]
+        self.eager |= {(padding, rc_average) for padding in (False, True)
+                       if uses[padding] == 1 and (padding, rc_average) not in self.captured}
+        self.eager -= {(padding, rc_average) for padding in wanted}
+        if not wanted:
             return
+        first = next(iter(self.plan(data, regions)))
         _, _, codes, nbins = self.tokens(data, first, rc_average)
         graphs = self.graphs or GraphedForward(self._forward, self.predictor.device)
         try:
-            for padding in (False, True):
+            for padding in wanted:
                 graphs.capture((padding, rc_average), codes, nbins)
+                self.captured.add((padding, rc_average))
         except GraphCaptureError as exc:
             log.warning("CUDA graphs unavailable (%s); launching the model's kernels one by one", exc)
             self.graphs = False
             return
         self.graphs = graphs
-        self.captured.add(rc_average)
+        mark("CUDA graphs captured")
 
     def window_bins(self, data: TrackData) -> tuple[int, int]:
         """(bins per genome window, margin bins) of the predictor's ``window_bp`` (``windows.window_bins``)."""
@@ -117,7 +131,7 @@ class GenomeWindows:
         stream orders after every operation queued on it meanwhile (the copy back)."""
         cfg = self.predictor.task.cfg
         padding = bool((nbins < (codes.shape[1] - 2 * cfg.k + 2) // cfg.stride).any())  # host tensors: no sync
-        if self.graphs_apply():
+        if self.graphs_apply() and (padding, rc_average) not in self.eager:
             if self.graphs is None:
                 self.graphs = GraphedForward(self._forward, self.predictor.device)
             try:
@@ -187,6 +201,19 @@ class GenomeWindows:
             yield from pipelined(self.plan(data, regions, offset), lambda batch: self.tokens(data, batch, rc_average),
                                  launch, lambda running: self.pieces(data, *running, bar),
                                  pool=pool, ahead=depth + readers, depth=depth)
+
+
+def batch_kinds(plan: Iterator[Batch], batch_size: int, window_bins: int) -> dict[bool, int]:
+    """{padding: batches} of a genome's plan: how many of its batches have padding (fewer windows than
+    ``batch_size``, or a window shorter than ``window_bins``: ``window_probs``' padding) and how many have none,
+    each counted up to 2 (the count stops there: ``capture`` asks only whether a kind comes once or more)."""
+    uses = {False: 0, True: 0}
+    for batch in plan:
+        padding = len(batch) < batch_size or any(w.bins < window_bins for w, _, _ in batch)
+        uses[padding] = min(uses[padding] + 1, 2)
+        if uses[False] == uses[True] == 2:
+            break
+    return uses
 
 
 def copied_back(tensors: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.cuda.Event]:

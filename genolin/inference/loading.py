@@ -25,6 +25,7 @@ from genolin.inference.views import default_views
 from genolin.model import LENGTH_LIMITED_MIXERS, Encoder
 from genolin.models import resolve_model
 from genolin.tasks import TASK_TYPES, Task, get_task
+from genolin.timings import mark
 
 log = logging.getLogger(__name__)
 
@@ -200,11 +201,13 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     if window_offsets > 1 and dist.world > 1:
         raise InputError("--offset-average", "runs in one process, not under torchrun")
     dev = pick_device(device, dist.local_rank)
+    mark("device picked")
     loading = None
     if dev.type == "cuda":  # the kernels' modules load while the weights do
         loading = threading.Thread(target=load_kernels, name="genolin-load-kernels", daemon=True)
         loading.start()
     members = [_member(d, c, dev) for d, c in zip(run_dirs, configs, strict=True)]
+    mark("weights on the device")
     if bf16_weights is None:
         bf16_weights = inference_bf16(config, dev)
     if bf16_weights:

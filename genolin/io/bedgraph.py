@@ -304,6 +304,12 @@ def copy_into(src, fh, size: int) -> None:
         shutil.copyfileobj(src, fh, 1 << 22)
 
 
+# bins (over the strands written) below which a prediction formats its lines in its own process: starting and ending
+# a pool (spawned interpreters importing numpy) took 1.2 s of a 4.6-Mbp genome's predict on a 16-core GPU host,
+# formatting there takes about 73 ns a bin (0.17 s for that genome's 2.3 M bins); at this size about 1.2 s
+POOL_MIN_BINS = 1 << 24
+
+
 def format_workers(cpus: int | None = None) -> int:
     """Processes for formatting lines beside the model: none on small machines (the model takes the cores there),
     else up to 8, leaving 3 cores to the model's process and the writers."""
@@ -312,15 +318,16 @@ def format_workers(cpus: int | None = None) -> int:
     return 0 if cpus < 6 else min(8, cpus - 3)
 
 
-def format_pool(workers: int | None = None):
+def format_pool(workers: int | None = None, bins: int | None = None):
     """A context manager giving a process pool for ``BedGraphWriter`` (spawned: no fork of a process that holds
-    CUDA or threads), or None when ``format_workers`` says none."""
+    CUDA or threads), or None when ``format_workers`` says none or the writers get fewer than ``POOL_MIN_BINS``
+    ``bins`` (None: any number)."""
     import contextlib
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     workers = format_workers() if workers is None else workers
-    if workers < 1:
+    if workers < 1 or (bins is not None and bins < POOL_MIN_BINS):
         return contextlib.nullcontext(None)
     return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
 
@@ -452,5 +459,5 @@ def bedgraph_lines(contig: str, starts: np.ndarray, ends: np.ndarray, vals: np.n
     return _lines(contig, starts, ends, vals).tobytes() if len(starts) else b""
 
 
-__all__ = ["DECIMALS", "BedGraphWriter", "Runs", "bedgraph_lines", "format_bins", "format_bins_to", "format_pool",
-           "format_workers"]
+__all__ = ["DECIMALS", "POOL_MIN_BINS", "BedGraphWriter", "Runs", "bedgraph_lines", "format_bins", "format_bins_to",
+           "format_pool", "format_workers"]

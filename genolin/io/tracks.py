@@ -46,7 +46,7 @@ def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, rule:
     order; ``rule``: how the calls were made, for the BED's track line ("threshold 0.2", "500 per Mbp"); ``folder``:
     the strands written there (a torchrun rank's share) instead of beside ``prefix``, the names and the track lines
     still ``prefix``'s. bedGraph lines are formatted by a process pool on machines with cores to spare
-    (``format_workers``)."""
+    (``format_workers``) for genomes large enough to pay for its start (``POOL_MIN_BINS``), else here."""
     from genolin.io.atomic import atomic_open
     from genolin.io.bedgraph import BedGraphWriter, format_pool
     from genolin.io.bigwig import BackgroundBigWigWriter
@@ -63,7 +63,8 @@ def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, rule:
         if track_format == "bigwig":
             writers = [stack.enter_context(BackgroundBigWigWriter(paths[s], lengths)) for s in strands]
         else:
-            pool = stack.enter_context(format_pool()) if strands else None
+            bins = sum(-(-n // stride) for n in lengths.values()) * len(strands)
+            pool = stack.enter_context(format_pool(bins=bins)) if strands else None
             writers = [stack.enter_context(BedGraphWriter(stack.enter_context(atomic_open(paths[s], "wb")),
                                                           f"{name} {'+-'[s]} strand", STRAND_COLORS[s], pool=pool))
                        for s in strands]

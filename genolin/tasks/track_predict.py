@@ -21,6 +21,7 @@ from genolin.peaks import StrandedPeaks, density_quotas
 from genolin.tasks.base import PredictOptions
 from genolin.tasks.track_calls import call_rule
 from genolin.tasks.track_data import Region, TrackData
+from genolin.timings import mark
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ def write_pieces(pieces, data: TrackData, writers, strands: tuple[int, ...], cal
                           quotas=quotas) if calls is not None else None
     n_bins = 0
     for contig, first, probs in pieces:
+        if not n_bins:
+            mark("first piece")
         length = data.lengths[contig]
         final = first + len(probs) == -(-length // stride)
         for writer, s in zip(writers, strands, strict=True):
@@ -57,11 +60,14 @@ def predict_files(predictor, data: TrackData, regions: list[Region], out: str, o
                   stride: int) -> str:
     """One process: the regions through the model into OUT.plus, OUT.minus and OUT.peaks.bed; what was written, in
     a line."""
+    mark("genome indexed")
     paths = track_paths(out, options.track_format)
     with track_outputs(data.lengths, out, options.track_format, call_rule(options), stride) as (writers, calls):
         pieces = predictor.region_probs(data, regions, rc_average=options.rc_average, progress=options.progress,
                                         ahead=True)
         n_bins = write_pieces(pieces, data, writers, (0, 1), calls, options, stride)
+        mark("every piece written")
+    mark("files closed")
     return (f"{len(regions)} contig(s), {n_bins} bins, {calls.written} promoters called -> {paths[0]}, "
             f"{paths[1]}, {out}.peaks.bed")
 
