@@ -37,10 +37,11 @@ from pathlib import Path
 
 import torch
 
-from genolin import __version__
-from genolin.config import DataSpec, Setting
-from genolin.io.fasta import read_fasta
-from genolin.train import Trainer, configure
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: an older tree given there wins
+from genolin import __version__  # noqa: E402
+from genolin.config import DataSpec, Setting  # noqa: E402
+from genolin.io.fasta import read_fasta  # noqa: E402
+from genolin.train import Trainer, configure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ECOLI = (str(ROOT / "data/ecoli_k12/NC_000913.3.fa.bgz"), str(ROOT / "data/ecoli_k12/gene_starts.bed"))
