@@ -20,6 +20,18 @@ out, trained further (`genolin train --init`) on the first --finetune-fraction o
 against the same part trained from scratch (the preset and recipe) and the fold model as it is, all scored on the
 rest of G.
 
+--ensemble NAME=A+B (repeatable): for every fold and seed where recipes A and B (or more, joined by +) all
+trained, each held-out genome is also scored by the mean of the members' 50-bp pooled scores. Each member scores it
+as `genolin evaluate --rc-average` does (per strand, the highest model-bin probability in each 50-bp bin), and a
+bin's ensemble score is the mean of its members' scores, so members of other strides can be joined. A product
+ensemble would instead average the members' probabilities per model bin, at the finer stride, before taking the
+50-bp maximum (`genolin evaluate` with several --model does so, for members of one k and stride only). The rows are
+a recipe's in the tables, without calls (they need model bins); train min counts every member's training. Each
+genome is scored in a process of its own (`--score-members`, on the GPU slot of a run):
+
+    python benchmarks/bacteria_proxy.py --preset base --seeds 0,1,2 --parallel 24 --gpus 4 --device cuda \\
+        --recipe shipped --recipe "s1:stride=1,tolerance_bins=1,mutate_prob=0" --ensemble "s1+4=shipped+s1" --out OUT
+
 --offset-average N scores every genome with `genolin evaluate --offset-average N` (N tilings of the windows
 averaged), in evaluation folders of their own: run again on the same --work, the trained runs are scored again.
 
@@ -107,6 +119,21 @@ class Runner:
         m = json.loads((out / "metrics.json").read_text())
         return genome_row(next(iter(m["genomes"].values())))
 
+    def ensemble(self, run_dirs: list[Path], pair: tuple[str, str], out: Path, log: Path, gpu: int | None) -> dict:
+        """``genome_row`` of the mean of the runs' 50-bp scores on one genome (``score_members``, in a process of its
+        own; scored unless found in ``out`` for the same runs), with "members": each run's own pooled AUPRC."""
+        offsets = self.args.offset_average
+        if offsets > 1:
+            out = out.with_name(f"{out.name}_off{offsets}")
+        found = out / "metrics.json"
+        if not found.exists() or [list(gm["members"]) for gm in json.loads(found.read_text())["genomes"].values()] \
+                != [list(map(str, run_dirs))]:
+            run([sys.executable, str(Path(__file__).resolve()), "--score-members", ",".join(map(str, run_dirs)),
+                 "--fasta", pair[0], "--tss", pair[1], "--offset-average", str(offsets), "--device", self.args.device,
+                 "--out", str(out)], log, self.env(gpu))
+        (gm,) = json.loads((out / "metrics.json").read_text())["genomes"].values()
+        return {**genome_row(gm), "members": gm["members"]}
+
 
 def run_record(run_dir: Path) -> dict:
     """A finished training's steps, validation and memorisation flags."""
@@ -134,6 +161,83 @@ def fold_run(runner: Runner, recipe: str, settings: dict, fold: str, seed: int, 
         f"{g} {v['auprc']:.4f} ({v['ratio']:.1f}x)" for g, v in row["genomes"].items())
         + ("  memorising" if row["memorising"] else ""), flush=True)
     return row
+
+
+def ensemble_figures(members: list) -> dict:
+    """track_metrics (plus, minus, pooled) of one genome scored with the mean of its members' 50-bp scores
+    (``GenomeScores`` of the same bins: their targets must agree)."""
+    import numpy as np
+
+    from genolin.tasks.track_scoring import track_metrics
+
+    y = members[0].y
+    for m in members[1:]:
+        if m.y.shape != y.shape or not np.array_equal(m.y, y):
+            raise RuntimeError(f"ensemble members scored other bins ({m.y.shape} against {y.shape} or other targets)")
+    return track_metrics(y, np.mean([m.p for m in members], axis=0))
+
+
+def score_members(run_dirs: list[str], fasta: str, tss: str, device: str, offsets: int) -> dict:
+    """{"genomes": {name: track_metrics of the members' mean + "members": run dir -> its own pooled AUPRC}} of one
+    genome, each member scoring it as `genolin evaluate --rc-average` does (``TrackTask.evaluate``)."""
+    from genolin.config import DataSpec
+    from genolin.inference import load_run
+
+    scores, own, bins = [], {}, set()
+    for run_dir in run_dirs:
+        member = load_run(run_dir, device, window_offsets=offsets)
+        task = member.task
+        if not task.has_track:
+            raise RuntimeError(f"{run_dir}: a {task.name} model, not a track model")
+        metrics, scored = task.evaluate(member.predictor, task.load_evaluation(DataSpec(task.name, fasta=[fasta],
+                                                                                         tss=[tss])), rc_average=True)
+        (name, genome), = scored.items()
+        scores.append(genome)
+        own[run_dir] = metrics["genomes"][name]["pooled"].get("auprc")
+        bins.add(task.cfg.eval_bin_bp)
+        del member  # one model in memory at a time
+    if len(bins) > 1:
+        raise RuntimeError(f"ensemble members score bins of other sizes ({sorted(bins)} bp: eval_bin_bp)")
+    return {"genomes": {name: {**ensemble_figures(scores), "members": own}}}
+
+
+def ensemble_run(runner: Runner, name: str, members: list[dict], gpu: int | None) -> dict:
+    """The fold rows ``members`` (recipes of one fold and seed) as one ensemble: each scored genome of the fold with
+    the members' mean 50-bp scores (``Runner.ensemble``)."""
+    first = members[0]
+    fold, seed = first["fold"], first["seed"]
+    work = Path(runner.args.work) / name / f"fold{fold}_seed{seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    runs = [Path(runner.args.work) / m["recipe"] / f"fold{fold}_seed{seed}" / "run" for m in members]
+    seconds = [m["train_seconds"] for m in members]
+    clocks = [m["by_clock"] for m in members]
+    row = {"kind": "fold", "recipe": name, "settings": {"members": "+".join(m["recipe"] for m in members)},
+           "members": [m["recipe"] for m in members], "fold": fold, "seed": seed, "trained_on": first["trained_on"],
+           "train_seconds": None if None in seconds else sum(seconds), "member_steps": [m["steps"] for m in members],
+           "memorising": any(m["memorising"] for m in members),
+           "by_clock": None if None in clocks else any(clocks), "genomes": {}}
+    for g, figures in first["genomes"].items():
+        got = runner.ensemble(runs, runner.data[g], work / f"eval_{g}", work / "log.txt", gpu)
+        row["genomes"][g] = {**got, "near": figures["near"]}
+    print(f"{name:12s} fold {fold} seed {seed}  ensemble of {'+'.join(row['members'])}  " + ", ".join(
+        f"{g} {v['auprc']:.4f} ({v['ratio']:.1f}x)" for g, v in row["genomes"].items()), flush=True)
+    return row
+
+
+def parse_ensemble(text: str, recipes: dict) -> tuple[str, list[str]]:
+    """"NAME=A+B" -> (NAME, [A, B]); exits naming what is wrong (no name, fewer than two distinct recipes, a recipe
+    not given with --recipe, a name a recipe has)."""
+    name, eq, rest = text.partition("=")
+    members = [m.strip() for m in rest.split("+")]
+    name = name.strip()
+    if not eq or not name or len(members) < 2 or len(set(members)) < len(members) or "" in members:
+        sys.exit(f"bacteria_proxy: --ensemble {text!r}: expected NAME=RECIPE+RECIPE (two or more recipes, each once)")
+    unknown = [m for m in members if m not in recipes]
+    if unknown:
+        sys.exit(f"bacteria_proxy: --ensemble {text!r}: no --recipe {unknown[0]!r} (recipes: {', '.join(recipes)})")
+    if name in recipes:
+        sys.exit(f"bacteria_proxy: --ensemble {text!r}: {name!r} is a recipe's name")
+    return name, members
 
 
 def ready_run(runner: Runner, recipe: str, settings: dict, seed: int, gpu: int | None) -> dict:
@@ -230,6 +334,9 @@ def tables(rows: list[dict], meta: dict) -> str:
              "", f"`{meta['command']}`", "",
              "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
                                     for n, s in meta["recipes"].items()), "",
+             *([("Ensembles (the mean of the members' 50-bp scores; no calls; train min: all members'): "
+                 + "; ".join(f"**{n}** {' + '.join(m)}" for n, m in meta["ensembles"].items())), ""]
+               if meta.get("ensembles") else []),
              "Folds (held out together): " + "; ".join(f"{f}: {', '.join(m)}" for f, m in FOLDS.items()) + ". Near: "
              "a genome of the same class in training.", ""]
     folds = [r for r in rows if r["kind"] == "fold"]
@@ -299,6 +406,13 @@ def main() -> None:
     p.add_argument("--finetune", default="", metavar="GENOMES",
                    help="fine-tuning on these held-out genomes (comma-separated), the first recipe's seed-0 models")
     p.add_argument("--finetune-fraction", type=float, default=0.1, help="the part of the genome fine-tuning sees")
+    p.add_argument("--ensemble", action="append", default=[], metavar="NAME=RECIPE+RECIPE",
+                   help="also score each fold and seed with the mean of these recipes' 50-bp scores (repeat)")
+    p.add_argument("--score-members", default=None, metavar="RUN,RUN",
+                   help="no runs: score --fasta with --tss by the mean of these runs' 50-bp scores, written to "
+                        "--out/metrics.json (what --ensemble runs for each genome)")
+    p.add_argument("--fasta", help="with --score-members: the genome")
+    p.add_argument("--tss", help="with --score-members: its TSS BED")
     p.add_argument("--offset-average", type=int, default=1, metavar="N",
                    help="evaluate with --offset-average N (tilings of the genome's windows averaged)")
     p.add_argument("--max-minutes", type=float, default=None, help="time limit of one training (default 60)")
@@ -310,6 +424,13 @@ def main() -> None:
     p.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
     p.add_argument("--out", default="benchmarks/results/bacteria_proxy/latest", help="output prefix")
     args = p.parse_args()
+    if args.score_members:
+        if not (args.fasta and args.tss):
+            sys.exit("bacteria_proxy: --score-members needs --fasta and --tss")
+        result = score_members(args.score_members.split(","), args.fasta, args.tss, args.device, args.offset_average)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
+        return
     defaults = {"preset": "base", "seeds": "0,1,2", "folds": ",".join(FOLDS), "max_minutes": 60.0,
                 "threads": max(1, len(os.sched_getaffinity(0)) // args.parallel), "recipe": ["shipped"],
                 **(QUICK if args.quick else {})}
@@ -318,6 +439,7 @@ def main() -> None:
             setattr(args, key, value)
     args.work = args.work or tempfile.mkdtemp(prefix="bacteria_proxy_")
     recipes = dict(parse_recipe(r) for r in args.recipe)
+    ensembles = dict(parse_ensemble(e, recipes) for e in args.ensemble)
     runner = Runner(args, data_paths(Path(args.shared)))
     first = next(iter(recipes))
     tuned = [g for g in args.finetune.split(",") if g]
@@ -329,13 +451,13 @@ def main() -> None:
             for fold in args.folds.split(",")]
     jobs += [(ready_run, name, s, 0) for name, s in recipes.items()] if args.ready else []
     meta = {**run_metadata("bacteria_proxy", {k: v for k, v in vars(args).items() if k != "recipe"}),
-            "recipes": recipes, "folds": FOLDS}
+            "recipes": recipes, "ensembles": ensembles, "folds": FOLDS}
     rows, failed = [], []
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
     def write() -> str:  # after every run, so a time limit keeps what finished
-        order = list(recipes)
+        order = [*recipes, *ensembles]
         rows.sort(key=lambda r: (r["kind"], order.index(r["recipe"]), r.get("fold", r.get("genome", "")), r["seed"]))
         out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
                                             + "\n")
@@ -347,16 +469,24 @@ def main() -> None:
     text = "no run finished\n"
     with cf.ThreadPoolExecutor(args.parallel) as pool:
         futures = {pool.submit(slots.run, job[0], runner, *job[1:]): job for job in jobs}
-        waiting = {}  # fine-tuning starts once its fold model (first recipe, seed 0) is trained
+        # fine-tuning starts once its fold model (first recipe, seed 0) is trained, an ensemble once its members are
+        waiting: dict[cf.Future, list] = {}
         for f in cf.as_completed(futures):
             job = futures[f]
             collect(f, [job[0].__name__, *job[1:2], *job[3:]], rows, failed)
             if job[0] is fold_run and job[1] == first and job[4] == 0:
                 for g in (g for g in tuned if g in FOLDS[job[3]]):
-                    waiting[pool.submit(slots.run, finetune_run, runner, first, recipes[first], g)] = g
+                    waiting[pool.submit(slots.run, finetune_run, runner, first, recipes[first], g)] = \
+                        ["finetune_run", first, g]
+            if job[0] is fold_run:
+                done = {r["recipe"]: r for r in rows if r["kind"] == "fold" and (r["fold"], r["seed"]) == job[3:5]}
+                for name, members in ensembles.items():
+                    if job[1] in members and all(m in done for m in members):
+                        waiting[pool.submit(slots.run, ensemble_run, runner, name, [done[m] for m in members])] = \
+                            ["ensemble_run", name, *job[3:5]]
             text = write()
         for f in cf.as_completed(waiting):
-            collect(f, ["finetune_run", first, waiting[f]], rows, failed)
+            collect(f, waiting[f], rows, failed)
             text = write()
     print(text)
     sys.exit(1 if failed else 0)

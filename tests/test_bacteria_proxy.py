@@ -1,0 +1,106 @@
+"""benchmarks/bacteria_proxy.py: ensembles of recipes (the mean of members' 50-bp scores), their tables, and the
+--quick run end to end on the shared genomes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import REPO, shared_file
+
+from genolin.tasks.track_scoring import GenomeScores
+
+
+@pytest.fixture(scope="module")
+def proxy():
+    spec = importlib.util.spec_from_file_location("bacteria_proxy", REPO / "benchmarks" / "bacteria_proxy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def scores(y, p) -> GenomeScores:
+    return GenomeScores(np.array(y, dtype=np.int8), np.array(p, dtype=np.float32), {}, {}, 100)
+
+
+def test_an_ensemble_scores_each_bin_with_its_members_mean(proxy):
+    """Two members that each rank a negative first, one on each strand, whose mean ranks every positive first:
+    AUPRC 1 for the mean, below 1 for each; targets of other bins are refused."""
+    y = [[1, 0], [0, 0], [0, 1], [0, 0]]
+    a = scores(y, [[0.9, 0.1], [0.95, 0.2], [0.1, 0.3], [0.2, 0.0]])
+    b = scores(y, [[0.5, 0.2], [0.1, 0.1], [0.2, 0.9], [0.3, 0.95]])
+    got = proxy.ensemble_figures([a, b])
+    assert got["pooled"]["auprc"] == pytest.approx(1.0) and got["pooled"]["positive_rate"] == pytest.approx(0.25)
+    for member in (a, b):
+        assert proxy.ensemble_figures([member])["pooled"]["auprc"] < 0.9
+    assert got["plus"]["auprc"] == pytest.approx(1.0) and got["minus"]["auprc"] == pytest.approx(1.0)
+    with pytest.raises(RuntimeError, match="other bins"):
+        proxy.ensemble_figures([a, scores([[0, 0], [1, 0], [0, 1], [0, 0]], a.p)])
+    with pytest.raises(RuntimeError, match="other bins"):
+        proxy.ensemble_figures([a, scores(y[:3], a.p[:3])])
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("e=shipped", "expected NAME=RECIPE+RECIPE"), ("=shipped+s1", "expected NAME=RECIPE+RECIPE"),
+    ("e=shipped+shipped", "expected NAME=RECIPE+RECIPE"), ("e:shipped+s1", "expected NAME=RECIPE+RECIPE"),
+    ("e=shipped+s2", "no --recipe 's2' (recipes: shipped, s1)"), ("s1=shipped+s1", "'s1' is a recipe's name"),
+])
+def test_a_bad_ensemble_is_one_line(proxy, text, message):
+    recipes = {"shipped": {}, "s1": {"stride": "1"}}
+    assert proxy.parse_ensemble("s1+4=shipped+s1", recipes) == ("s1+4", ["shipped", "s1"])
+    with pytest.raises(SystemExit) as exit_:
+        proxy.parse_ensemble(text, recipes)
+    assert str(exit_.value).startswith(f"bacteria_proxy: --ensemble {text!r}: ") and message in str(exit_.value)
+
+
+def test_an_ensemble_is_a_line_of_the_table_like_a_recipe(proxy):
+    """Ensemble rows (kind "fold", the ensemble's name as recipe) get per-genome cells, near, far and mean ± sd over
+    seeds as a recipe's; the header names the members."""
+    def row(recipe, seed, ecoli, ccres, minutes=2.0):
+        near = {"ecoli": False, "ccrescentus": True}
+        return {"kind": "fold", "recipe": recipe, "settings": {}, "fold": "A", "seed": seed, "steps": 20,
+                "train_seconds": minutes * 60, "memorising": False, "by_clock": False,
+                "genomes": {g: {"auprc": v, "ratio": v / 0.01, "positive_rate": 0.01, "near": near[g]}
+                            for g, v in (("ecoli", ecoli), ("ccrescentus", ccres))}}
+
+    rows = [row("shipped", 0, 0.10, 0.20), row("shipped", 1, 0.12, 0.22), row("s1", 0, 0.14, 0.16),
+            row("s1", 1, 0.16, 0.18), row("s1+4", 0, 0.16, 0.22, 4.0), row("s1+4", 1, 0.18, 0.24, 4.0)]
+    meta = {"date": "2026-11-28", "cpu": "x86_64", "torch": "2", "genolin": "0.1.0", "command": "c",
+            "args": {"preset": "tiny", "seeds": "0,1", "parallel": 2}, "recipes": {"shipped": {}, "s1": {}},
+            "ensembles": {"s1+4": ["shipped", "s1"]}}
+    text = proxy.tables(rows, meta)
+    assert "**s1+4** shipped + s1" in text
+    line = next(x for x in text.splitlines() if x.startswith("| s1+4 |"))
+    # per genome: mean ± sd over seeds; near: C. crescentus; far: E. coli; mean: per seed over both, then over seeds
+    assert line.startswith("| s1+4 | 0.1700 ± 0.0141 (17.0x) | 0.2300 ± 0.0141 (23.0x) | 0.2300 ± 0.0141 | "
+                           "0.1700 ± 0.0141 | 0.2000 ± 0.0141 | 17.0x | - | 4.0 ± 0.0 | 0 of 2 |")
+
+
+@pytest.mark.slow
+def test_the_proxy_quick_run_scores_an_ensemble(tmp_path):
+    """--quick with --ensemble on CPU: both recipes trained (20 steps) and scored, the ensemble's row has finite
+    figures, its members' own AUPRCs are those of their recipes' rows (the same scoring as evaluate), and it is a line
+    of the table."""
+    from genolin.models.build import GENOMES
+
+    for (fasta, bed), *_ in GENOMES.values():  # fold A trains on nine genomes and scores two
+        shared_file(fasta), shared_file(bed)
+    out = tmp_path / "bp"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bacteria_proxy.py"), "--quick", "--device",
+                           "cpu", "--ensemble", "both=shipped+s1", "--work", str(tmp_path / "w"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.with_suffix(".json").read_text())["rows"]
+    by = {r["recipe"]: r for r in rows}
+    assert set(by) == {"shipped", "s1", "both"} and by["both"]["members"] == ["shipped", "s1"]
+    for g, v in by["both"]["genomes"].items():
+        assert math.isfinite(v["auprc"]) and 0 < v["auprc"] <= 1 and v["ratio"] > 0
+        own = list(v["members"].values())
+        assert own == pytest.approx([by["shipped"]["genomes"][g]["auprc"], by["s1"]["genomes"][g]["auprc"]],
+                                    abs=1e-6)
+    assert "| both |" in out.with_suffix(".md").read_text()
