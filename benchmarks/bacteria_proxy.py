@@ -52,7 +52,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from promoter_tracks import run, run_metadata  # noqa: E402
-from track_recipes import COST_COLUMNS, GpuSlots, collect, cost_cells, genome_row, parse_recipe, spread  # noqa: E402
+from track_recipes import (  # noqa: E402
+    COST_COLUMNS,
+    GpuSlots,
+    collect,
+    cost_cells,
+    genome_row,
+    only_gpu,
+    parse_recipe,
+    spread,
+)
 
 from genolin.models.build import GENOMES as REGISTRY  # noqa: E402
 from genolin.models.build import READY  # noqa: E402
@@ -92,8 +101,7 @@ class Runner:
 
     def env(self, gpu: int | None) -> dict:
         # each run's share of the host's cores (a dozen runs of a thread per core each overload a 64-core host)
-        return {**os.environ, "OMP_NUM_THREADS": str(self.args.threads),
-                **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)})}
+        return {**os.environ, "OMP_NUM_THREADS": str(self.args.threads), **only_gpu(gpu)}
 
     def train(self, run_dir: Path, genomes: list[tuple[str, str]], settings: dict, seed: int, log: Path,
               gpu: int | None, init: str | None = None) -> float | None:

@@ -82,6 +82,15 @@ def scored_names(row: dict) -> list[str]:
     return [n for n in BACTERIA if n in row and n not in row.get("trained_on", [])]
 
 
+def only_gpu(gpu: int | None) -> dict:
+    """The environment that lets a child see only GPU ``gpu`` of this process's (the ``gpu``-th of a
+    CUDA_VISIBLE_DEVICES list given to this process, so that a benchmark can be confined to some GPUs); {} for None."""
+    if gpu is None:
+        return {}
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return {"CUDA_VISIBLE_DEVICES": visible[gpu] if gpu < len(visible) else str(gpu)}
+
+
 def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: int, gpu: int | None = None) -> dict:
     """Train recipe on the two other genomes (seed), evaluate the held-out genome (and the eukaryotic slices);
     with --train-alone train on ``held_out`` alone and evaluate the two others (the row's "held_out" then names the
@@ -89,8 +98,7 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
     of this process's."""
     # each run's share of the host's cores: a dozen runs of torch's default (a thread per core each) left a 64-core
     # host at a load of 250 and their schedules following the clock
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads),
-           **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)})}
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), **only_gpu(gpu)}
     work = Path(args.work) / recipe / f"{'alone_' if args.train_alone else ''}{held_out}_seed{seed}"
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
