@@ -300,7 +300,8 @@ class Trainer:
                 extra["profile"] = kmer_profile(batch.ids, self.model.cfg.kmer_logits)
         amp = cfg.amp and self.device.type == "cuda"
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=False):
-            out = self.net(ids, batch.mask, **extra)
+            # padding known from the host's count: the encoder need not look (a host sync, not allowed in a capture)
+            out = self.net(ids, batch.mask, **extra, padding=None if batch.n_tokens is None else not batch.full)
         loss = self.task.loss(out, batch)
         if chosen is not None:
             loss = loss + cfg.mlm_weight * masked_token_loss(out.hidden, self.model.embed.weight, batch.ids, chosen)

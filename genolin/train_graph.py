@@ -83,6 +83,18 @@ class GraphedStep:
         self.graph.replay()
         return self.loss.detach().clone()  # the next replay overwrites the graph's own
 
+    def fail(self, exc: BaseException) -> None:
+        """After a failed capture: the gradients dropped, the random generator's capture state reset (a capture that
+        ends in an error leaves it marked as capturing, and the next eager dropout would stop on it), steps eager."""
+        torch.cuda.synchronize(self.device)
+        self.optimizer.zero_grad(set_to_none=True)
+        generator = torch.cuda.default_generators[self.device.index or 0]
+        if hasattr(generator, "graphsafe_set_state"):
+            generator.graphsafe_set_state(generator.clone_state())
+        self.failed, self.static = True, None
+        log.warning("training steps stay eager: a CUDA graph of the step could not be captured (%s: %s)",
+                    type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+
     def eager(self):
         """The context of an eager step before the capture: a side stream, as the capture's warm-up wants
         (counts the step)."""
@@ -94,6 +106,7 @@ class GraphedStep:
         for group in self.optimizer.param_groups:  # read by the captured kernel at each replay
             if not torch.is_tensor(group["lr"]):
                 group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=self.device)
+            group["capturable"] = True  # fused AdamW keeps its step counts on the device: nothing to move
         self.lr = self.optimizer.param_groups[0]["lr"]
         for group in self.optimizer.param_groups[1:]:
             group["lr"] = self.lr
@@ -101,19 +114,19 @@ class GraphedStep:
                                                     if getattr(batch, f) is not None})
         torch.cuda.synchronize(self.device)
         self.optimizer.zero_grad(set_to_none=True)  # gradients allocated inside the graph: its replays write them
-        graph = torch.cuda.CUDAGraph()
+        graph, first = torch.cuda.CUDAGraph(), []
         try:
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                loss = self.loss_fn(self.static)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
-                self.optimizer.step()
+                try:
+                    loss = self.loss_fn(self.static)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+                    self.optimizer.step()
+                except Exception as exc:  # the cause: ending the capture then fails with a CUDA error of its own
+                    first.append(exc)
+                    raise
         except RuntimeError as exc:
-            torch.cuda.synchronize(self.device)
-            self.optimizer.zero_grad(set_to_none=True)
-            self.failed, self.static = True, None
-            log.warning("training steps stay eager: a CUDA graph of the step could not be captured (%s)",
-                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            self.fail((first or [exc])[0])
             return
         self.graph, self.loss = graph, loss
         log.debug("training steps replay a CUDA graph: batch %s", [tuple(t.shape) for t in tensors(batch)
