@@ -20,8 +20,8 @@ LAYERS = [
     ["genolin.checkpoint", "genolin.device", "genolin.memory", "genolin.averaging", "genolin.schedule",
      "genolin.models"],
     ["genolin.inference"],
-    ["genolin.train", "genolin.selection", "genolin.evaluate", "genolin.predict", "genolin.bench",
-     "genolin.explain", "genolin.motifs"],
+    ["genolin.train", "genolin.train_graph", "genolin.selection", "genolin.evaluate", "genolin.predict",
+     "genolin.bench", "genolin.explain", "genolin.motifs"],
     ["genolin.cli", "genolin.__main__"],
 ]
 
