@@ -470,7 +470,8 @@ def describe_training(cfg: TrainConfig) -> str:
     limit = f", {cfg.max_minutes:g} min at most" if cfg.max_minutes else ""
     drawn = [f"reverse complements (rc_prob {cfg.rc_prob:g})"] * bool(cfg.rc_prob) + \
         [f"bases redrawn at random (mutate_prob {cfg.mutate_prob:g})"] * bool(cfg.mutate_prob) + \
-        [f"a masked-token term (mlm_weight {cfg.mlm_weight:g})"] * bool(cfg.mlm_weight)
+        [f"a masked-token term (mlm_weight {cfg.mlm_weight:g})"] * bool(cfg.mlm_weight) + \
+        [f"training genomes drawn by genome_weights {cfg.genome_weights}"] * (cfg.genome_weights != "length")
     return (f"batches of {cfg.batch_size}, {plan}{limit}, lr {cfg.lr:g}; "
             + (", ".join(drawn) if drawn else "no reverse complements or mutations"))
 
