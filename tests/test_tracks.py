@@ -714,6 +714,9 @@ def test_the_run_log_states_the_schedule_and_what_is_drawn_into_the_inputs():
     drawn = TrainConfig(steps=None, epochs=3, batch_size=4, lr=1e-3, rc_prob=0, mutate_prob=0.1, mlm_weight=0.05)
     assert describe_training(drawn) == ("batches of 4, 3 epochs, lr 0.001; bases redrawn at random (mutate_prob 0.1), "
                                         "a masked-token term (mlm_weight 0.05)")
+    equal = TrainConfig(steps=None, epochs=3, batch_size=4, lr=1e-3, rc_prob=0, genome_weights="equal")
+    assert describe_training(equal) == ("batches of 4, 3 epochs, lr 0.001; training genomes drawn by genome_weights "
+                                        "equal")
     plain = TrainConfig(steps=2250, batch_size=8, lr=1e-3, max_minutes=15, rc_prob=0)
     assert describe_training(plain) == ("batches of 8, 2,250 steps, 15 min at most, lr 0.001; no reverse complements "
                                         "or mutations")
