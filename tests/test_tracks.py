@@ -667,11 +667,12 @@ def test_a_resumed_run_handed_to_the_clock_continues_its_cosine_without_a_jump(m
 
 
 def test_start_up_time_does_not_hand_a_run_that_fits_to_the_clock(monkeypatch, caplog):
-    """base's track preset on a GPU: 4,500 steps that fit 15 minutes after a start-up (a GPU's context, kernel
-    compilation) leave the steps' cosine alone and the log silent, whether the start-up is spread over the first
-    20 steps (10 s) or falls in the first step (40 s, then 0.19 s a step: 895 s in all). The pace check judges the
-    steps after the first, from a twentieth of the budget on. The same steps at 0.5 s would overrun: the clock
-    takes over soon after that twentieth and ends the cosine at the deadline."""
+    """A track run of 4,500 steps on a GPU (base's preset before it took 9,000): steps that fit 15 minutes after a
+    start-up (a GPU's context, kernel compilation) leave the steps' cosine alone and the log silent, whether the
+    start-up is spread over the first 20 steps (10 s) or falls in the first step (40 s, then 0.19 s a step: 895
+    s in all). The pace check judges the steps after the first, from a twentieth of the budget on. The same
+    steps at 0.5 s would overrun: the clock takes over soon after that twentieth and ends the cosine at the
+    deadline."""
     import logging
 
     import genolin.schedule as sched
@@ -723,5 +724,5 @@ def test_the_run_log_states_the_schedule_and_what_is_drawn_into_the_inputs():
     assert make_config("track", "base").mutate_prob == 0.1
     assert make_config("track", "small").mutate_prob == 0.1 and make_config("track", "tiny").mutate_prob == 0
     base = describe_training(make_config("track", "base"))
-    assert base == ("batches of 8, 4,500 steps, 15 min at most, lr 0.001; reverse complements (rc_prob 0.5), bases "
+    assert base == ("batches of 8, 9,000 steps, 15 min at most, lr 0.001; reverse complements (rc_prob 0.5), bases "
                     "redrawn at random (mutate_prob 0.1)")
