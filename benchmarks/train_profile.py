@@ -53,14 +53,14 @@ RECIPES = {"base": ("base", "track", False), "small": ("small", "track", False),
 
 
 def long_csv(fastas: list[str], out: Path, n: int, length: int, seed: int = 0) -> str:
-    """A CSV of ``n`` sequences of ``length`` bp cut at random from the genomes, labels 0/1 at random."""
+    """A CSV of ``n`` sequences of ``length`` bp cut at random from the genomes, labels 0 and 1 in turn."""
     rng = random.Random(seed)
     seqs = [r.seq for f in fastas for r in read_fasta(f) if len(r.seq) > length]
     rows = ["sequence,label"]
     for i in range(n):
         s = seqs[i % len(seqs)]
         a = rng.randrange(len(s) - length)
-        rows.append(f"{s[a:a + length].decode()},{rng.randrange(2)}")
+        rows.append(f"{s[a:a + length].decode()},{i % 2}")
     out.write_text("\n".join(rows) + "\n")
     return str(out)
 
@@ -75,8 +75,16 @@ def make_trainer(recipe: str, pairs: list[tuple[str, str]], args, work: Path) ->
     else:
         spec = DataSpec(task="track", fasta=[f for f, _ in pairs], tss=[t for _, t in pairs])
         settings = [Setting("val_every_steps", args.steps, "benchmark"), Setting("patience", 0, "benchmark")]
+    settings += [Setting(k, yaml_value(v), "--set") for k, v in (kv.split("=", 1) for kv in args.set)]
     cfg = configure(preset, settings, spec)
     return Trainer(cfg, spec, work / "run", device=args.device, progress=False)
+
+
+def yaml_value(text: str):
+    """A --set value as YAML reads it (numbers, booleans, null; else the string)."""
+    import yaml
+
+    return yaml.safe_load(text)
 
 
 def epoch(trainer: Trainer) -> dict:
@@ -192,6 +200,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=200, help="optimizer steps timed (and warmed up first)")
     p.add_argument("--profile-steps", type=int, default=20, help="steps under torch.profiler (0: none)")
     p.add_argument("--long-bp", type=int, default=100_000, help="length of the long recipe's sequences")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a training setting for every row (e.g. crop_min_bp=0: the long recipe at full length)")
     p.add_argument("--out", required=True, help="output prefix")
     args = p.parse_args()
     pairs = list(zip(args.fasta, args.tss, strict=True)) if args.fasta else [ECOLI]
@@ -206,7 +216,7 @@ def main() -> None:
     meta = {"benchmark": "train_profile", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
             "device": args.gpu, "command": " ".join(["python", *sys.argv]),
-            "genomes": [Path(f).name for f, _ in pairs]}
+            "genomes": [Path(f).name for f, _ in pairs], "settings": args.set}
     text = table(rows)
     prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     prefix.with_suffix(".md").write_text(f"# train_profile, {meta['device']}, {meta['date']}\n\n"
