@@ -4,7 +4,8 @@ utilisation, and a torch.profiler table of the steps.
 Each row builds the real ``Trainer`` of a recipe (the base and small track presets on the given genomes; base's
 long-sequence classifier recipe on 100-kbp sequences cut from them), runs one warm-up epoch (Triton's compiles, a
 CUDA graph's capture, the allocator's growth) and times a second epoch of --steps optimizer steps: wall clock per
-step, tokens per second, model TFLOP/s (6 x parameters x tokens: the dense estimate of a forward and backward) and
+step, tokens per second, model TFLOP/s (6 x parameters x encoder positions: the dense estimate of a forward and
+backward; a stem pooling p bases into a position divides the tokens by p) and
 its share of the card's dense bf16 peak (MFU; H100/H200 SXM 989 TFLOP/s). Then torch.profiler over --profile-steps
 more steps: the host time of the training loop's ranges (genolin.make_batch on its worker thread, genolin.forward,
 genolin.backward, genolin.optimizer, genolin.graphed_step) and the ops that take the most host and device time,
@@ -149,7 +150,8 @@ def row(recipe: str, variant: str, pairs, args, prefix: Path) -> dict:
             steps = trainer.state["step"] - step0
             tokens_s = record["tokens_per_s"] * record["seconds"] / wall  # the record's tokens over the synced wall
             params = trainer.model.n_parameters()
-            tflops = 6 * params * tokens_s / 1e12
+            # the encoder's positions: a stem pooling groups of p bases (the long recipe) runs the blocks on 1/p
+            tflops = 6 * params * tokens_s / getattr(trainer.model.cfg, "stem_pool", 1) / 1e12
             peak = next((v for k, v in PEAK_TFLOPS.items() if k in args.gpu), None)
             out = {"recipe": recipe, "variant": variant, "steps": steps, "ms_per_step": 1e3 * wall / steps,
                    "tokens_per_step": tokens_s * wall / steps, "tokens_per_s": tokens_s, "parameters": params,
