@@ -726,3 +726,71 @@ def test_the_run_log_states_the_schedule_and_what_is_drawn_into_the_inputs():
     base = describe_training(make_config("track", "base"))
     assert base == ("batches of 8, 9,000 steps, 15 min at most, lr 0.001; reverse complements (rc_prob 0.5), bases "
                     "redrawn at random (mutate_prob 0.1)")
+
+
+@pytest.fixture(scope="module")
+def strided_runs(tmp_path_factory, two_genomes):
+    """Three tiny track runs on genome A: stride 4 (two seeds) and stride 2 (k 4, a window of its own)."""
+    d, out = two_genomes, tmp_path_factory.mktemp("strided")
+    common = ["--fasta", d / "A.fa", "--tss", d / "A.bed", "--set", "batch_size=2", "--set", "d_model=16",
+              "--set", "steps=2", "--set", "val_every_steps=2", "--set", "warmup_steps=1"]
+    runs = {}
+    for name, extra in (("s4", ["--set", "window_bp=2048", "--seed", 0]),
+                        ("s4b", ["--set", "window_bp=2048", "--seed", 1]),
+                        ("s2", ["--set", "window_bp=1024", "--set", "stride=2", "--set", "k=4",
+                                "--set", "tolerance_bins=3"])):
+        r = run("train", *common, *extra, "--out", out / name)
+        assert r.exit_code == 0, r.output
+        runs[name] = out / name
+    return runs
+
+
+def test_an_ensemble_of_strides_is_its_members_mean_at_the_finest_stride(strided_runs, two_genomes):
+    """Members of strides 4, 4 and 2: the ensemble's track at stride 2 equals, bin for bin, the weighted mean of the
+    stride-2 member's probabilities and the stride-4 ensemble's, each stride-4 value repeated over the two stride-2
+    bins it covers; regions that start and end inside a stride-4 bin are cut to their own bins."""
+    import numpy as np
+
+    from genolin.inference import load_run
+    from genolin.tasks.track import TrackData
+
+    d = two_genomes
+    runs = [strided_runs["s4"], strided_runs["s2"], strided_runs["s4b"]]
+    ens = load_run(runs, "cpu")
+    assert ens.config.train.stride == 2 and [n for _, n in ens.predictor.others] == [2]
+    data = TrackData.load([str(d / "A.fa")], [], ens.config.train)
+    regions = [("gA1", 1_003, 20_001), ("gA2", 2, 15_000)]  # starts and ends inside stride-4 bins
+
+    def track(run, data):
+        pieces = list(run.predictor.region_probs(data, regions, progress=False))
+        return {c: np.concatenate([p for cc, _, p in pieces if cc == c]) for c in ("gA1", "gA2")}, pieces
+
+    got, pieces = track(ens, data)
+    fine, _ = track(load_run(strided_runs["s2"], "cpu"), data)
+    coarse_run = load_run([strided_runs["s4"], strided_runs["s4b"]], "cpu")
+    coarse, _ = track(coarse_run, data.tokens_of(coarse_run.config.train))
+    assert [p[1] for p in pieces if p[0] == "gA1"][0] == 1_003 // 2  # the region's first fine bin
+    for c, a, b in regions:
+        f0, f1, c0 = a // 2, -(-b // 2), a // 4
+        up = np.repeat(coarse[c], 2, axis=0)[f0 - 2 * c0: f0 - 2 * c0 + (f1 - f0)]
+        assert got[c].shape == fine[c].shape == up.shape == (f1 - f0, 2)
+        np.testing.assert_allclose(got[c], (fine[c] + 2 * up) / 3, rtol=1e-6, atol=1e-7)
+
+
+def test_an_ensemble_of_strides_predicts_and_evaluates(tmp_path, strided_runs, two_genomes):
+    """predict and evaluate take members of several strides: the track at the finest stride (stride-2 bins in the
+    bedGraph); a stride that is not a multiple of the finest, and --offset-average, stop with one line."""
+    d = two_genomes
+    models = ["--model", strided_runs["s4"], "--model", strided_runs["s2"]]
+    r = run("predict", *models, "--fasta", d / "A.fa", "--out", tmp_path / "p")
+    assert r.exit_code == 0, r.output
+    first = next(line for line in (tmp_path / "p.plus.bedGraph").read_text().splitlines()
+                 if not line.startswith("track"))
+    assert int(first.split("\t")[2]) - int(first.split("\t")[1]) in (2, 4)  # runs of equal values: multiples of 2
+    lengths = {int(f[2]) - int(f[1]) for f in (line.split("\t") for line in
+                                                (tmp_path / "p.plus.bedGraph").read_text().splitlines()[1:])}
+    assert any(n % 4 for n in lengths)  # stride-2 resolution somewhere
+    r = run("evaluate", *models, "--fasta", d / "A.fa", "--tss", d / "A.bed", "--out", tmp_path / "ev")
+    assert r.exit_code == 0, r.output
+    r = run("predict", *models, "--fasta", d / "A.fa", "--offset-average", 2, "--out", tmp_path / "q")
+    assert r.exit_code != 0 and "several strides" in r.output and "Traceback" not in r.output

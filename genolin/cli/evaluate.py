@@ -16,7 +16,8 @@ from genolin.cli.options import (
 @click.command(context_settings={"show_default": True})
 @click.option("--model", "model_dirs", required=True, multiple=True, metavar="RUN_DIR",
               help="A run directory from genolin train; repeated: an ensemble of runs (same task, classes and "
-                   "tokens) whose probabilities are averaged.")
+                   "tokens; track models may differ in k and stride, each a multiple of the finest, and are "
+                   "averaged at the finest) whose probabilities are averaged.")
 @click.option("--fasta", multiple=True, metavar="FASTA", help="Labelled FASTA (label= or --labels), or genome(s) "
                                                                "with --tss.")
 @click.option("--csv", metavar="CSV", help="Labelled CSV/TSV ('sequence' and 'label' columns).")

@@ -7,6 +7,7 @@ device asked for, and the ``Predictor`` that applies them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -154,12 +155,55 @@ def _check_ensemble(run_dirs: list, configs: list[RunConfig]) -> None:
         elif config.task_state.get("classes") != first.task_state.get("classes"):
             why = f"classes {config.task_state.get('classes')}, {run_dirs[0]} {first.task_state.get('classes')}"
         else:
-            for key in TASK_TYPES[first.task].ensemble_shared:
-                if getattr(config.train, key) != getattr(first.train, key):
+            kind = TASK_TYPES[first.task]
+            for key in kind.ensemble_shared:
+                if key not in kind.ensemble_grouped and getattr(config.train, key) != getattr(first.train, key):
                     why = f"{key} {getattr(config.train, key)}, {run_dirs[0]} {getattr(first.train, key)}"
                     break
         if why:
             raise InputError(run_dir, f"cannot join an ensemble with {run_dirs[0]}: {why}")
+
+
+def stride_groups(run_dirs: list, configs: list[RunConfig]) -> list[list]:
+    """An ensemble's run directories grouped by the settings its members may differ in (``Task.ensemble_grouped``:
+    a track's k, stride and window), the group of the finest stride first; an InputError naming a run whose stride
+    is not a multiple of the finest."""
+    kind = TASK_TYPES[configs[0].task]
+    keyed: dict[tuple, list] = {}
+    for run_dir, config in zip(run_dirs, configs, strict=True):
+        keyed.setdefault(tuple(getattr(config.train, k) for k in kind.ensemble_grouped), []).append((run_dir, config))
+    groups = sorted(keyed.values(), key=lambda g: g[0][1].train.stride)
+    finest = groups[0][0][1].train.stride
+    for group in groups[1:]:
+        run_dir, config = group[0]
+        if config.train.stride % finest:
+            raise InputError(run_dir, f"cannot join an ensemble with {groups[0][0][0]}: stride {config.train.stride} "
+                                      f"is not a multiple of {finest} (members of several strides are averaged at "
+                                      f"the finest)")
+    return [[run_dir for run_dir, _ in group] for group in groups]
+
+
+def _load_strides(groups: list[list], device: str, *, distributed: bool, window_offsets: int, **options) -> Run:
+    """The Run of an ensemble of several strides (``stride_groups``): each group loaded as an ensemble of its own,
+    the finest one's predictor averaging the others' tracks into its own (``Predictor.others``), weighted by their
+    members; the decision threshold and TSS density are the members' means."""
+    if window_offsets > 1:
+        raise InputError("--offset-average", "averages tilings of one stride's windows; this ensemble has members of "
+                                             "several strides")
+    if distributed and init_distributed(device).world > 1:
+        raise InputError("--model", "an ensemble of several strides runs in one process, not under torchrun")
+    runs = [load_run(group, device, **options) for group in groups]
+    sizes = [len(group) for group in groups]
+    first = runs[0]
+    first.predictor.others = [(run.predictor, n) for run, n in zip(runs[1:], sizes[1:], strict=True)]
+
+    def mean(values: list) -> float | None:
+        return None if any(v is None for v in values) else float(np.average(values, weights=sizes))
+
+    log.info("an ensemble of %d runs of strides %s: probabilities averaged at stride %d", sum(sizes),
+             ", ".join(str(r.config.train.stride) for r in runs), first.config.train.stride)
+    return dataclasses.replace(first, threshold=mean([r.threshold for r in runs]),
+                               tss_per_mbp=mean([r.tss_per_mbp for r in runs]))
 
 
 def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_size: int | None = None,
@@ -187,6 +231,11 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     run_dirs = [resolve_model(d, None if device == "auto" else device) for d in run_dirs]  # bundled models' names
     configs = [ckpt.read_run_config(d) for d in run_dirs]
     _check_ensemble(run_dirs, configs)
+    groups = stride_groups(run_dirs, configs)
+    if len(groups) > 1:
+        return _load_strides(groups, device, batch_size=batch_size, distributed=distributed, compile=compile,
+                             shift_views=shift_views, bf16_weights=bf16_weights, window_bp=window_bp,
+                             window_offsets=window_offsets)
     config = configs[0]
     kind = TASK_TYPES[config.task]
     _check_window(config, window_bp)

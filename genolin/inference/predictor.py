@@ -20,7 +20,7 @@ from genolin.inference.genome import GenomeWindows
 from genolin.inference.pipeline import PIECES_AHEAD, computed_ahead
 from genolin.inference.ranks import region_probs_everywhere, region_probs_shared, write_shares
 from genolin.inference.views import finite, log_mean_over_views, mean_over_views, members_mean, views_of
-from genolin.inference.windows import Piece, offsets_averaged, window_offsets
+from genolin.inference.windows import Piece, offsets_averaged, restrided, window_offsets
 from genolin.model import Encoder
 from genolin.tasks import SequenceData, Task, TrackData
 
@@ -58,6 +58,10 @@ class Predictor:
         self.cuda_graphs = cuda_graphs
         self.windows = GenomeWindows(self)
         self.loading = loading  # load_run's background loading of the kernels' modules (load_kernels)
+        # an ensemble of track models of several strides (load_run): the predictors of the other strides' members
+        # with their member counts, and this one's; genome pieces are the members' mean at this (the finest) stride
+        self.others: list[tuple[Predictor, int]] = []
+        self.own_members = len(self.members)
         if compile:
             self._compile()
 
@@ -171,11 +175,34 @@ class Predictor:
         their own, up to ``PIECES_AHEAD`` pieces ahead of the caller, who writes them meanwhile. ``everywhere``
         (torchrun): the ranks share the batches and every rank yields every piece
         (``ranks.region_probs_everywhere``). With ``window_offsets`` N > 1 (one process), the mean of N passes whose
-        windows are tiled from N offsets (``windows.window_offsets``), run in step."""
+        windows are tiled from N offsets (``windows.window_offsets``), run in step. With ``others`` (an ensemble of
+        strides, one process), every member's pass at this stride (``windows.restrided``), weighted by members."""
+        if self.others:  # (one process: load_run refuses strides under torchrun)
+            theirs = [data.tokens_of(other.task.cfg) for other, _ in self.others]
+            self.windows.capture(data, regions, rc_average)  # every CUDA graph before any pipeline thread starts
+            for (other, _), their_data in zip(self.others, theirs, strict=True):
+                other.windows.capture(their_data, regions, rc_average)
+            passes = [self._region_probs(data, regions, rc_average=rc_average, progress=progress, ahead=ahead)]
+            passes += [restrided(other.region_probs(their_data, regions, rc_average=rc_average, progress=False,
+                                                    ahead=ahead), regions, their_data.stride, data.stride)
+                       for (other, _), their_data in zip(self.others, theirs, strict=True)]
+            before = torch.get_num_threads()  # each pass sets and restores torch's threads; their ends interleave
+            try:
+                yield from offsets_averaged(passes, [self.own_members] + [n for _, n in self.others])
+            finally:
+                torch.set_num_threads(before)
+            return
+        yield from self._region_probs(data, regions, rc_average=rc_average, progress=progress, shared=shared,
+                                      ahead=ahead, everywhere=everywhere)
+
+    def _region_probs(self, data: TrackData, regions: list[tuple[str, int, int]], *, rc_average: bool = False,
+                      progress: bool | None = None, shared: bool = True, ahead: bool = False,
+                      everywhere: bool = False) -> Iterator[Piece]:
+        """``region_probs`` of this predictor's own members."""
         self.windows.capture(data, regions, rc_average)  # CUDA graphs: here, before any pipeline thread starts
         if ahead and self.device.type == "cuda" and (everywhere or not (self.dist.world > 1 and shared)):
-            yield from computed_ahead(self.region_probs(data, regions, rc_average=rc_average, progress=progress,
-                                                        shared=shared, everywhere=everywhere),
+            yield from computed_ahead(self._region_probs(data, regions, rc_average=rc_average, progress=progress,
+                                                         shared=shared, everywhere=everywhere),
                                       self.device, PIECES_AHEAD)
         elif self.window_offsets > 1:  # (one process: load_run refuses offsets under torchrun)
             offsets = window_offsets(data, self.window_bp, self.window_offsets)

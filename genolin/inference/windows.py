@@ -3,6 +3,7 @@ each keeps, and how a batch's kept bins become the pieces ``Predictor.region_pro
 
     plan_batches(data, regions, window_bins, margin, batch_size, offset) -> batches of (Window, keep_from, keep_to)
     window_offsets(data, window_bp, n) -> n offsets of the windows' tiling; offsets_averaged(passes) -> their mean
+    restrided(pieces, regions, coarse, fine) -> pieces of coarse bins as pieces of fine ones (ensembles of strides)
     window_codes(data, batch, rows, tokens, rc_average) -> (bases, codes (rows or 2 rows, L) uint8, nbins)
     kept_rows(data, batch, tokens) -> the rows of the batch's (R * tokens, 2) probabilities its windows keep
     pieces(data, batch, bases, kept, bar) -> (contig, first bin, probs (n, 2)) per contig run of the batch
@@ -86,9 +87,10 @@ def window_offsets(data: TrackData, window_bp: int | None, n: int) -> list[int]:
     return [i * (nb - 2 * margin) // n for i in range(n)]
 
 
-def offsets_averaged(passes: list[Iterator[Piece]]) -> Iterator[Piece]:
+def offsets_averaged(passes: list[Iterator[Piece]], weights: list[float] | None = None) -> Iterator[Piece]:
     """The pieces of several passes over the same regions (each covering every bin once, in the same order, cut
-    into pieces at other places) averaged bin by bin: a piece up to the first end among the passes' current ones."""
+    into pieces at other places) averaged bin by bin (``weights``: a weighted mean): a piece up to the first end
+    among the passes' current ones."""
     heads: list[Piece | None] = [None] * len(passes)
     while True:
         for i, stream in enumerate(passes):
@@ -102,11 +104,41 @@ def offsets_averaged(passes: list[Iterator[Piece]]) -> Iterator[Piece]:
             raise RuntimeError("window offsets: the passes over the genome fell out of step")
         contig, first = heads[0][:2]
         n = min(len(h[2]) for h in heads)
-        total = heads[0][2][:n].astype(np.float32)
-        for h in heads[1:]:
-            total += h[2][:n]
-        yield contig, first, total / np.float32(len(heads))
+        if weights is None:
+            total = heads[0][2][:n].astype(np.float32)
+            for h in heads[1:]:
+                total += h[2][:n]
+            yield contig, first, total / np.float32(len(heads))
+        else:
+            total = heads[0][2][:n].astype(np.float32) * np.float32(weights[0])
+            for h, w in zip(heads[1:], weights[1:], strict=True):
+                total += h[2][:n] * np.float32(w)
+            yield contig, first, total / np.float32(sum(weights))
         heads = [(c, f + n, p[n:]) for c, f, p in heads]
+
+
+def restrided(pieces: Iterator[Piece], regions, coarse: int, fine: int) -> Iterator[Piece]:
+    """Pieces of bins of ``coarse`` bp over ``regions`` (in order, as ``region_probs`` yields them) as pieces of bins
+    of ``fine`` bp (``coarse`` a multiple of it): each value repeated over the fine bins it covers, cut to the fine
+    bins a // fine .. ceil(b / fine) of each region (contig, a, b)."""
+    r = coarse // fine
+    head: Piece | None = None
+    for contig, a, b in regions:
+        c0, c1 = a // coarse, -(-b // coarse)
+        f0, f1 = a // fine, -(-b // fine)
+        at = c0
+        while at < c1:
+            while head is None or not len(head[2]):
+                head = next(pieces)
+            name, first, probs = head
+            if name != contig or first != at:
+                raise RuntimeError("an ensemble's members of other strides fell out of step over the genome")
+            take = min(c1 - at, len(probs))
+            start = at * r
+            lo, hi = max(start, f0), min(start + take * r, f1)
+            if hi > lo:
+                yield contig, lo, np.repeat(probs[:take], r, axis=0)[lo - start:hi - start]
+            head, at = (name, first + take, probs[take:]), at + take
 
 
 def window_codes(data: TrackData, batch: Batch, rows: int, tokens: int, rc_average: bool

@@ -102,6 +102,9 @@ class Task(ABC):
     threshold_metric: str = "score"
     # training settings the members of an ensemble share, so that they see the same batches
     ensemble_shared: tuple[str, ...] = ("k", "stride")
+    # of those, the settings whose members may differ: they run in groups, each its own pass over the input, the
+    # groups' outputs averaged at the finest stride (tracks: members of several strides, each reading its windows)
+    ensemble_grouped: tuple[str, ...] = ()
     # whether probabilities can also be averaged over inputs with leading bases dropped (--shift-average)
     shift_averaging: bool = False
     # every training batch has one shape (track windows): a training step can replay a CUDA graph (train_graph)

@@ -73,6 +73,7 @@ class TrackTask(Task):
     has_track = True
     threshold_metric = "F1"
     ensemble_shared = ("k", "stride", "window_bp", "eval_bin_bp")
+    ensemble_grouped = ("k", "stride", "window_bp")
     fixed_shapes = True
 
     def __init__(self, cfg: TrainConfig, state: dict | None = None):

@@ -19,6 +19,7 @@ of all; training windows are drawn across genomes in proportion to their length,
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 
@@ -123,6 +124,15 @@ class TrackData:
         return cls(genomes, tss, window_bp=cfg.window_bp, k=cfg.k, stride=cfg.stride,
                    tolerance_bins=cfg.tolerance_bins, tss_source=tss_paths[0] if len(tss_paths) == 1 else "TSS BED",
                    circular=circular)
+
+    def tokens_of(self, cfg: TrainConfig) -> TrackData:
+        """The same genomes, TSSs and circular contigs read with ``cfg``'s window, k, stride and tolerance (an
+        ensemble's member of another stride reads them so)."""
+        other = copy.copy(self)
+        other.window_bp, other.k, other.stride, other.tolerance_bins = (cfg.window_bp, cfg.k, cfg.stride,
+                                                                        cfg.tolerance_bins)
+        other.circular = set(self.circular)
+        return other
 
     @property
     def genome_names(self) -> list[str]:
