@@ -129,7 +129,7 @@ class Trainer:
             ckpt.load_weights(self.cfg.init_weights, self.model)
             self.fitted_at_start = True
         self.model = self.model.to(self.device)
-        self._budget_before = self._compile()  # restored by close()
+        self._budget_before = compile_blocks(self.model, self.cfg, self.device)  # restored by close()
         self.optimizer = make_optimizer(self.model, self.cfg, self.device)
         self.average = WeightAverage(self.optimizer, self.cfg.ema_decay)
         self.net = self.model
@@ -236,12 +236,8 @@ class Trainer:
         seconds = time.monotonic() - t_epoch
         # the mean over ranks: the memorisation check (genolin.selection) stops every rank alike
         loss = self.dist.mean(torch.stack(losses).tolist() if losses else [], self.device)
-        record = {"epoch": epoch + 1, "step": st["step"], "train_loss": loss,
-                  "lr": self.schedule.last_lr(), "seconds": seconds,
-                  "tokens_per_s": tokens * self.dist.world / max(seconds, 1e-9),
-                  "items_per_s": items * self.dist.world / max(seconds, 1e-9),
-                  "peak_memory_gib": memory.peak_bytes(self.device) / memory.GIB}
-        return record, stopped
+        return epoch_record(epoch + 1, st["step"], loss, self.schedule.last_lr(), seconds, tokens, items,
+                            self.dist.world, self.device), stopped
 
     def make_batch(self, items, epoch: int, b: int) -> Batch:
         """Batch ``b`` of the epoch on the host: its items collated and augmented from (seed, epoch, b), counted
@@ -290,23 +286,8 @@ class Trainer:
         return loss.detach()
 
     def forward_loss(self, batch: Batch) -> torch.Tensor:
-        """The training loss of ``batch`` (on the device): forward under bf16 autocast on CUDA (its weight cache off,
-        as a graph capture wants), the task's loss, the masked-token term."""
-        cfg = self.cfg
-        ids, chosen, extra = batch.ids, None, {}
-        if cfg.mlm_weight > 0:
-            ids, chosen = mask_tokens(batch.ids, batch.mask, cfg.mlm_prob, k=cfg.k, stride=cfg.stride)
-            if self.model.kmer_linear is not None:  # the k-mer term counts the sequence as it is
-                extra["profile"] = kmer_profile(batch.ids, self.model.cfg.kmer_logits)
-        amp = cfg.amp and self.device.type == "cuda"
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=False):
-            # padding known from the host's count: the encoder need not look (a host sync, not allowed in a capture)
-            out = self.net(ids, batch.mask, **extra, padding=None if batch.n_tokens is None else not batch.full)
-        loss = self.task.loss(out, batch)
-        if chosen is not None:
-            loss = loss + cfg.mlm_weight * masked_token_loss(out.hidden, self.model.embed.weight, batch.ids, chosen)
-        del out  # hidden (B, N, d) float32 is not saved for backward: freed before it (~98 MiB per 100 k tokens)
-        return loss
+        """``training_loss`` of a batch on the device, through this run's model."""
+        return training_loss(self.net, self.model, self.task, self.cfg, batch, self.device)
 
     def sharpness_aware_gradient(self, group: list, epoch: int, first: int) -> None:
         """SAM: replace the gradient of the optimizer step over ``group`` (its micro-batches' items; the first is batch
@@ -367,18 +348,6 @@ class Trainer:
         self.run.checkpoint(self.model, self.optimizer, self.state, best=best, metrics=metrics,
                             best_weights=best_weights)
 
-    def _compile(self) -> float | None:
-        """The blocks compiled (``compile``, CUDA only) -> the activation memory budget before, where this set it."""
-        if self.cfg.compile and self.device.type == "cuda":
-            before = None
-            if self.cfg.compile_memory_budget is not None:
-                before = Encoder.set_activation_memory_budget(self.cfg.compile_memory_budget)
-            self.model.compile_blocks(**({} if self.cfg.compile_mode == "default" else {"mode": self.cfg.compile_mode}))
-            return before
-        if self.cfg.compile:  # on a CPU the compiler's start-up (tens of seconds) outweighs what it saves
-            log.warning("compile: CUDA only; the blocks run uncompiled on %s", self.device)
-        return None
-
     def close(self) -> None:
         """Release the run directory's lock, the activation memory budget and the process group."""
         self.run.close()
@@ -386,6 +355,48 @@ class Trainer:
             Encoder.set_activation_memory_budget(self._budget_before)
             self._budget_before = None
         self.dist.close()
+
+
+def compile_blocks(model: Encoder, cfg: TrainConfig, device: torch.device) -> float | None:
+    """The blocks compiled (``compile``, CUDA only) -> the activation memory budget before, where this set it."""
+    if cfg.compile and device.type == "cuda":
+        before = None
+        if cfg.compile_memory_budget is not None:
+            before = Encoder.set_activation_memory_budget(cfg.compile_memory_budget)
+        model.compile_blocks(**({} if cfg.compile_mode == "default" else {"mode": cfg.compile_mode}))
+        return before
+    if cfg.compile:  # on a CPU the compiler's start-up (tens of seconds) outweighs what it saves
+        log.warning("compile: CUDA only; the blocks run uncompiled on %s", device)
+    return None
+
+
+def training_loss(net: torch.nn.Module, model: Encoder, task: Task, cfg: TrainConfig, batch: Batch,
+                  device: torch.device) -> torch.Tensor:
+    """The training loss of ``batch`` (on the device) through ``net`` (``model`` or its DDP wrapper): forward under
+    bf16 autocast on CUDA (its weight cache off, as a graph capture wants), the task's loss, the masked-token
+    term."""
+    ids, chosen, extra = batch.ids, None, {}
+    if cfg.mlm_weight > 0:
+        ids, chosen = mask_tokens(batch.ids, batch.mask, cfg.mlm_prob, k=cfg.k, stride=cfg.stride)
+        if model.kmer_linear is not None:  # the k-mer term counts the sequence as it is
+            extra["profile"] = kmer_profile(batch.ids, model.cfg.kmer_logits)
+    amp = cfg.amp and device.type == "cuda"
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=False):
+        # padding known from the host's count: the encoder need not look (a host sync, not allowed in a capture)
+        out = net(ids, batch.mask, **extra, padding=None if batch.n_tokens is None else not batch.full)
+    loss = task.loss(out, batch)
+    if chosen is not None:
+        loss = loss + cfg.mlm_weight * masked_token_loss(out.hidden, model.embed.weight, batch.ids, chosen)
+    del out  # hidden (B, N, d) float32 is not saved for backward: freed before it (~98 MiB per 100 k tokens)
+    return loss
+
+
+def epoch_record(epoch: int, step: int, loss: float, lr: float, seconds: float, tokens: int, items: int,
+                 world: int, device: torch.device) -> dict:
+    """The epoch's line of metrics.jsonl (before validation adds to it)."""
+    return {"epoch": epoch, "step": step, "train_loss": loss, "lr": lr, "seconds": seconds,
+            "tokens_per_s": tokens * world / max(seconds, 1e-9), "items_per_s": items * world / max(seconds, 1e-9),
+            "peak_memory_gib": memory.peak_bytes(device) / memory.GIB}
 
 
 def longest_input_bp(spec: DataSpec) -> int | None:

@@ -93,3 +93,16 @@ def test_the_task_name_check_catches_a_comparison(tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("def f(task):\n    return task == 'track' or task in ('sequence', 'x')\n")
     assert len(task_name_tests(bad)) == 2
+
+
+def test_no_class_over_250_lines_and_no_function_over_80():
+    """Issue 58's sizes: a class holds one role, a function reads in one screen."""
+    too_long = []
+    for path in sorted((REPO / "genolin").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            lines = getattr(node, "end_lineno", 0) - getattr(node, "lineno", 0) + 1
+            if isinstance(node, ast.ClassDef) and lines > 250:
+                too_long.append(f"{path.relative_to(REPO)}: class {node.name}, {lines} lines")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and lines > 80:
+                too_long.append(f"{path.relative_to(REPO)}: {node.name}, {lines} lines")
+    assert not too_long, "\n".join(too_long)
