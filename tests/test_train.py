@@ -912,3 +912,50 @@ def test_a_memorising_run_says_so_and_stops_when_asked(caplog, stop):
     assert lines[4]["memorising"]["loss_drop"] == pytest.approx(1 - 0.36 / 0.50)
     assert "memorising: the training loss fell 28% (0.5 -> 0.36)" in caplog.text
     assert state["done"] is stop and len(lines) == (5 if stop else 7)
+
+
+def test_batches_made_ahead_come_in_order_and_stop_with_the_caller():
+    """made_ahead: every item in order, made on one worker thread up to two ahead; a consumer that stops early
+    (a stop rule ending the epoch) leaves no work running once the generator is closed."""
+    import threading
+    import time
+
+    from genolin.train import made_ahead
+
+    made, threads = [], set()
+
+    def make(b):
+        threads.add(threading.current_thread().name)
+        time.sleep(0.01)
+        made.append(b)
+        return b * 10
+
+    assert list(made_ahead(make, 3, 9)) == [30, 40, 50, 60, 70, 80]
+    assert len(threads) == 1 and next(iter(threads)).startswith("genolin-batches")
+    made.clear()
+    stream = made_ahead(make, 0, 100)
+    assert [next(stream) for _ in range(3)] == [0, 10, 20]
+    stream.close()
+    time.sleep(0.05)
+    assert max(made) <= 5  # at most two ahead of the three taken, then nothing more
+
+
+def test_a_learning_rate_held_as_a_tensor_is_checkpointed_as_its_number(tmp_path):
+    """A graphed step keeps AdamW's learning rate as a device tensor (genolin.train_graph); the checkpoint's JSON
+    keeps the number, and loading it gives the optimizer a plain float back."""
+    import json
+
+    import torch
+
+    from genolin.checkpoint import load_optimizer, save_optimizer
+
+    w = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.AdamW([w], lr=1e-3)
+    w.grad = torch.ones(3)
+    opt.step()
+    opt.param_groups[0]["lr"] = torch.tensor(2.5e-4)
+    rest = save_optimizer(tmp_path / "opt.safetensors", opt)
+    assert json.loads(json.dumps(rest))["param_groups"][0]["lr"] == pytest.approx(2.5e-4)
+    fresh = torch.optim.AdamW([torch.nn.Parameter(torch.ones(3))], lr=1e-3)
+    load_optimizer(tmp_path / "opt.safetensors", fresh, rest)
+    assert fresh.param_groups[0]["lr"] == pytest.approx(2.5e-4) and not torch.is_tensor(fresh.param_groups[0]["lr"])
