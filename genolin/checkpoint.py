@@ -403,13 +403,20 @@ def save_optimizer(path: str | os.PathLike, optimizer: torch.optim.Optimizer) ->
     return {"param_groups": groups, "scalars": scalars}
 
 
+IMPLEMENTATION = ("fused", "foreach", "capturable", "differentiable")  # an optimizer's flags of how, not what
+
+
 def load_optimizer(path: str | os.PathLike, optimizer: torch.optim.Optimizer, rest: dict) -> None:
     tensors, _ = load_tensors(path)
     state: dict[int, dict] = {}
     for name, value in list(tensors.items()) + list(rest.get("scalars", {}).items()):
         index, key = name.split(".", 1)
         state.setdefault(int(index), {})[key] = value
+    # how the running optimizer steps (fused on CUDA, foreach elsewhere) is its own, not the saving run's: a run
+    # checkpointed on a CPU or before fused AdamW resumes fused, its step counts moved to the device
+    groups = [{**saved, **{k: now[k] for k in IMPLEMENTATION if k in now}}
+              for saved, now in zip(rest["param_groups"], optimizer.param_groups, strict=False)]
     try:
-        optimizer.load_state_dict({"state": state, "param_groups": rest["param_groups"]})
+        optimizer.load_state_dict({"state": state, "param_groups": groups})
     except (KeyError, ValueError, RuntimeError) as exc:
         raise InputError(path, f"optimizer state does not fit the model ({exc})") from None

@@ -250,7 +250,7 @@ class Trainer:
     def graphed_step(self, host: Batch, b: int) -> torch.Tensor | None:
         """Optimizer step ``b`` replayed from the CUDA graph (``train_graph``): its loss, or None where the step is
         to be taken eagerly (no graph, a batch that does not fit it, the first steps, a failed capture)."""
-        if self.graphed is None or not self.graphed.fits(host):
+        if self.graphed is None or self.graphed.warming or not self.graphed.fits(host):
             return None
         torch.manual_seed(self.cfg.seed * 1_000_003 + self.state["step"] * 131 + b % self.cfg.grad_accum)
         with torch.profiler.record_function("genolin.graphed_step"):

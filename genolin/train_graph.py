@@ -12,8 +12,9 @@ off. A capture that fails is logged and training goes on eagerly.
     step.fits(batch)      -> whether ``batch`` (on the device, ``Batch.counted``) can replay the graph
     step(batch, lr)       -> the loss (a 0-d device tensor); the weights, gradients and optimizer state updated
 
-The step is the eager one's ops in the same order, so a replay computes what the eager step computes (dropout's
-random numbers come from the same seeded generator; the graph reads its seed and offset at each replay). The first
+The step is the eager one's ops in the same order, so a replay computes what the eager step computes (without
+dropout: tests/test_gpu.py; dropout's random numbers come from the generator seeded before each step, whose seed
+and offset a graph reads at each replay). The first
 ``EAGER_STEPS`` steps of a process run eagerly on a side stream (the optimizer's state, Triton's kernels and the
 libraries' handles made outside the capture); the capture happens at the first step after them and is replayed at
 once for that step.
@@ -70,7 +71,7 @@ class GraphedStep:
     def __call__(self, batch, lr: float) -> torch.Tensor | None:
         """The step on ``batch`` (``fits``) at learning rate ``lr``: its loss, or None where the caller must take an
         eager step (the first steps, or a capture that failed just now)."""
-        if self.eager_left > 0:
+        if self.warming:
             return None
         if self.graph is None:
             self.capture(batch)
@@ -88,6 +89,10 @@ class GraphedStep:
         ends in an error leaves it marked as capturing, and the next eager dropout would stop on it), steps eager."""
         torch.cuda.synchronize(self.device)
         self.optimizer.zero_grad(set_to_none=True)
+        for group in self.optimizer.param_groups:  # back as the eager optimizer had them
+            group["capturable"] = False
+            if torch.is_tensor(group["lr"]):
+                group["lr"] = float(group["lr"])
         generator = torch.cuda.default_generators[self.device.index or 0]
         if hasattr(generator, "graphsafe_set_state"):
             generator.graphsafe_set_state(generator.clone_state())
@@ -95,14 +100,25 @@ class GraphedStep:
         log.warning("training steps stay eager: a CUDA graph of the step could not be captured (%s: %s)",
                     type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
 
+    @property
+    def warming(self) -> bool:
+        """Whether steps are still to run eagerly before the capture."""
+        return self.eager_left > 0
+
     def eager(self):
-        """The context of an eager step before the capture: a side stream, as the capture's warm-up wants
-        (counts the step)."""
+        """The context of an eager step: before the capture, on a side stream as the capture's warm-up wants
+        (counts the step); after it (a batch that does not fit), from no gradient: the graph's gradient buffers
+        hold the last replay's, which an eager backward would add to."""
         self.eager_left -= 1
+        if self.graph is not None:
+            self.optimizer.zero_grad(set_to_none=True)
         return EagerOnSide(self.side, self.device)
 
     def capture(self, batch) -> None:
         """Capture the step on a copy of ``batch``; on failure log why and leave training eager."""
+        if not all(group.get("fused") for group in self.optimizer.param_groups):
+            self.fail(RuntimeError("the optimizer is not fused AdamW"))
+            return
         for group in self.optimizer.param_groups:  # read by the captured kernel at each replay
             if not torch.is_tensor(group["lr"]):
                 group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=self.device)
@@ -125,7 +141,7 @@ class GraphedStep:
                 except Exception as exc:  # the cause: ending the capture then fails with a CUDA error of its own
                     first.append(exc)
                     raise
-        except RuntimeError as exc:
+        except Exception as exc:  # noqa: BLE001 (whatever stops a capture leaves training eager, said once)
             self.fail((first or [exc])[0])
             return
         self.graph, self.loss = graph, loss

@@ -530,8 +530,8 @@ def _track_steps(tmp_path, monkeypatch, graphs: str, steps: int = 12):
         losses = []
         batches = trainer.epoch_batches(0)
         trainer.schedule.start(len(batches))
-        for b in range(steps):
-            batch = trainer.make_batch(batches[b], 0, b)
+        for b in range(steps + 1):  # the last batch shorter: after the capture, an eager step (it does not fit)
+            batch = trainer.make_batch(batches[b] if b < steps else batches[0][:1], 0, b)
             loss = trainer.graphed_step(batch, b)
             if loss is None:
                 with trainer.graphed.eager() if trainer.graphed is not None else contextlib.nullcontext():
@@ -546,7 +546,8 @@ def _track_steps(tmp_path, monkeypatch, graphs: str, steps: int = 12):
 
 def test_training_steps_replayed_from_a_cuda_graph_equal_eager_steps(tmp_path, monkeypatch):
     """Track training steps (forward, loss, backward, clipping, fused AdamW) replayed from one captured CUDA graph
-    against the same steps launched eagerly: the same losses at every step and the same weights after 12 steps."""
+    against the same steps launched eagerly: the same losses at every step and the same weights after 12 steps and a
+    13th, shorter batch, which takes an eager step after the capture (from no gradient, not the last replay's)."""
     graphed_losses, graphed_w, step = _track_steps(tmp_path, monkeypatch, "1")
     assert step is not None and step.graph is not None and not step.failed  # captured after the eager steps
     eager_losses, eager_w, none = _track_steps(tmp_path, monkeypatch, "0")

@@ -959,3 +959,25 @@ def test_a_learning_rate_held_as_a_tensor_is_checkpointed_as_its_number(tmp_path
     fresh = torch.optim.AdamW([torch.nn.Parameter(torch.ones(3))], lr=1e-3)
     load_optimizer(tmp_path / "opt.safetensors", fresh, rest)
     assert fresh.param_groups[0]["lr"] == pytest.approx(2.5e-4) and not torch.is_tensor(fresh.param_groups[0]["lr"])
+
+
+def test_an_optimizer_resumes_with_its_own_implementation(tmp_path):
+    """A checkpoint of a foreach AdamW (a CPU run, or one before fused AdamW) loads into a fused one with the fused
+    flag kept and its step counts as fused AdamW keeps them, and steps."""
+    import torch
+
+    from genolin.checkpoint import load_optimizer, save_optimizer
+
+    w = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.AdamW([w], lr=1e-3, foreach=True)
+    w.grad = torch.ones(3)
+    opt.step()
+    rest = save_optimizer(tmp_path / "opt.safetensors", opt)
+    v = torch.nn.Parameter(torch.ones(3))
+    fused = torch.optim.AdamW([v], lr=1e-3, fused=True)
+    load_optimizer(tmp_path / "opt.safetensors", fused, rest)
+    assert fused.param_groups[0]["fused"] is True and fused.param_groups[0]["foreach"] is None
+    assert fused.state[v]["step"].dtype == torch.float32 and float(fused.state[v]["step"]) == 1.0
+    v.grad = torch.ones(3)
+    fused.step()
+    assert float(fused.state[v]["step"]) == 2.0

@@ -147,4 +147,5 @@ def main() -> None:
     try:
         cli(prog_name="genolin")
     finally:
+        OWNS_PROCESS = False
         gc.freeze()
