@@ -24,10 +24,11 @@ rest of G.
 trained, each held-out genome is also scored by the mean of the members' 50-bp pooled scores. Each member scores it
 as `genolin evaluate --rc-average` does (per strand, the highest model-bin probability in each 50-bp bin), and a
 bin's ensemble score is the mean of its members' scores, so members of other strides can be joined. A product
-ensemble would instead average the members' probabilities per model bin, at the finer stride, before taking the
-50-bp maximum (`genolin evaluate` with several --model does so, for members of one k and stride only). The rows are
-a recipe's in the tables, without calls (they need model bins); train min counts every member's training. Each
-genome is scored in a process of its own (`--score-members`, on the GPU slot of a run):
+ensemble averages the members' probabilities per model bin, at the finer stride, before taking the 50-bp maximum:
+`--ensemble-form product` scores it so, with `genolin evaluate` and a --model per member (members of several
+strides joined at the finest), as a user would run it, with calls. The rows are a recipe's in the tables (the
+scores form without calls: they need model bins); train min counts every member's training. Each genome is scored
+in a process of its own (`--score-members` or `evaluate`, on the GPU slot of a run):
 
     python benchmarks/bacteria_proxy.py --preset base --seeds 0,1,2 --parallel 24 --gpus 4 --device cuda \\
         --recipe shipped --recipe "s1:stride=1,tolerance_bins=1,mutate_prob=0" --ensemble "s1+4=shipped+s1" --out OUT
@@ -131,6 +132,14 @@ class Runner:
         """``genome_row`` of the mean of the runs' 50-bp scores on one genome (``score_members``, in a process of its
         own; scored unless found in ``out`` for the same runs), with "members": each run's own pooled AUPRC."""
         offsets = self.args.offset_average
+        if self.args.ensemble_form == "product":  # as a user runs it: one evaluate of every member
+            out = out.with_name(f"{out.name}_product")
+            if not (out / "metrics.json").exists():
+                run([*self.py, "evaluate", *[a for d in run_dirs for a in ("--model", str(d))], "--fasta", pair[0],
+                     "--tss", pair[1], "--rc-average", "--device", self.args.device, "--out", str(out)], log,
+                    self.env(gpu))
+            (gm,) = json.loads((out / "metrics.json").read_text())["genomes"].values()
+            return {**genome_row(gm), "members": {}}
         if offsets > 1:
             out = out.with_name(f"{out.name}_off{offsets}")
         found = out / "metrics.json"
@@ -333,6 +342,14 @@ def seed_means(mine: list[dict], pick) -> list[float]:
     return out
 
 
+def ensembles_how(args: dict) -> str:
+    """The tables' line on how ensembles were scored (--ensemble-form)."""
+    if args.get("ensemble_form") == "product":
+        return ("Ensembles (`genolin evaluate` with every member: probabilities averaged per bin at the finest stride, "
+                "then pooled; train min: all members'): ")
+    return "Ensembles (the mean of the members' 50-bp scores; no calls; train min: all members'): "
+
+
 def tables(rows: list[dict], meta: dict) -> str:
     a = meta["args"]
     lines = [f"# Promoter-track recipes on eleven bacterial genomes ({meta['date']})", "",
@@ -342,8 +359,7 @@ def tables(rows: list[dict], meta: dict) -> str:
              "", f"`{meta['command']}`", "",
              "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
                                     for n, s in meta["recipes"].items()), "",
-             *([("Ensembles (the mean of the members' 50-bp scores; no calls; train min: all members'): "
-                 + "; ".join(f"**{n}** {' + '.join(m)}" for n, m in meta["ensembles"].items())), ""]
+             *([ensembles_how(a) + "; ".join(f"**{n}** {' + '.join(m)}" for n, m in meta["ensembles"].items()), ""]
                if meta.get("ensembles") else []),
              "Folds (held out together): " + "; ".join(f"{f}: {', '.join(m)}" for f, m in FOLDS.items()) + ". Near: "
              "a genome of the same class in training.", ""]
@@ -416,6 +432,9 @@ def main() -> None:
     p.add_argument("--finetune-fraction", type=float, default=0.1, help="the part of the genome fine-tuning sees")
     p.add_argument("--ensemble", action="append", default=[], metavar="NAME=RECIPE+RECIPE",
                    help="also score each fold and seed with the mean of these recipes' 50-bp scores (repeat)")
+    p.add_argument("--ensemble-form", choices=["scores", "product"], default="scores",
+                   help="scores: the mean of the members' 50-bp scores; product: `genolin evaluate` with a --model "
+                        "per member (probabilities averaged per bin at the finest stride, then pooled)")
     p.add_argument("--score-members", default=None, metavar="RUN,RUN",
                    help="no runs: score --fasta with --tss by the mean of these runs' 50-bp scores, written to "
                         "--out/metrics.json (what --ensemble runs for each genome)")

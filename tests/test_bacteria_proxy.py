@@ -104,3 +104,14 @@ def test_the_proxy_quick_run_scores_an_ensemble(tmp_path):
         assert own == pytest.approx([by["shipped"]["genomes"][g]["auprc"], by["s1"]["genomes"][g]["auprc"]],
                                     abs=1e-6)
     assert "| both |" in out.with_suffix(".md").read_text()
+    # the same runs again (found in --work, not retrained), the ensemble as a user runs it: one evaluate of both
+    product = tmp_path / "bp_product"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bacteria_proxy.py"), "--quick", "--device",
+                           "cpu", "--ensemble", "both=shipped+s1", "--ensemble-form", "product", "--work",
+                           str(tmp_path / "w"), "--out", str(product)], capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stderr[-2000:]
+    again = {r["recipe"]: r for r in json.loads(product.with_suffix(".json").read_text())["rows"]}
+    assert again["shipped"]["genomes"] == by["shipped"]["genomes"]  # the same evaluations, found
+    for v in again["both"]["genomes"].values():
+        assert math.isfinite(v["auprc"]) and 0 < v["auprc"] <= 1 and v["ratio"] > 0
+    assert "`genolin evaluate` with every member" in product.with_suffix(".md").read_text()
