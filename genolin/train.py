@@ -252,7 +252,7 @@ class Trainer:
         to be taken eagerly (no graph, a batch that does not fit it, the first steps, a failed capture)."""
         if self.graphed is None or self.graphed.warming or not self.graphed.fits(host):
             return None
-        torch.manual_seed(self.cfg.seed * 1_000_003 + self.state["step"] * 131 + b % self.cfg.grad_accum)
+        seed_step(self.cfg, self.state["step"], b)
         with torch.profiler.record_function("genolin.graphed_step"):
             loss = self.graphed(host.to(self.device), self.schedule.next_lr())
         if loss is not None:
@@ -276,7 +276,7 @@ class Trainer:
 
     def _micro_step(self, batch: Batch, b: int, *, sync: bool) -> torch.Tensor:
         cfg = self.cfg
-        torch.manual_seed(cfg.seed * 1_000_003 + self.state["step"] * 131 + b % cfg.grad_accum)
+        seed_step(self.cfg, self.state["step"], b)
         no_sync = self.net.no_sync() if self.dist.world > 1 and not sync else contextlib.nullcontext()
         with no_sync:
             with torch.profiler.record_function("genolin.forward"):
@@ -355,6 +355,12 @@ class Trainer:
             Encoder.set_activation_memory_budget(self._budget_before)
             self._budget_before = None
         self.dist.close()
+
+
+def seed_step(cfg: TrainConfig, step: int, b: int) -> None:
+    """torch's generators seeded from (seed, optimizer step, micro-batch b's place in its accumulation): dropout
+    the same whether a step is replayed, resumed or taken eagerly."""
+    torch.manual_seed(cfg.seed * 1_000_003 + step * 131 + b % cfg.grad_accum)
 
 
 def compile_blocks(model: Encoder, cfg: TrainConfig, device: torch.device) -> float | None:

@@ -104,16 +104,10 @@ def offsets_averaged(passes: list[Iterator[Piece]], weights: list[float] | None 
             raise RuntimeError("window offsets: the passes over the genome fell out of step")
         contig, first = heads[0][:2]
         n = min(len(h[2]) for h in heads)
-        if weights is None:
-            total = heads[0][2][:n].astype(np.float32)
-            for h in heads[1:]:
-                total += h[2][:n]
-            yield contig, first, total / np.float32(len(heads))
-        else:
-            total = heads[0][2][:n].astype(np.float32) * np.float32(weights[0])
-            for h, w in zip(heads[1:], weights[1:], strict=True):
-                total += h[2][:n] * np.float32(w)
-            yield contig, first, total / np.float32(sum(weights))
+        total = np.zeros((n, heads[0][2].shape[1]), dtype=np.float32)
+        for h, w in zip(heads, weights or [1] * len(heads), strict=True):
+            total += h[2][:n] * np.float32(w)  # (by 1: exactly the values)
+        yield contig, first, total / np.float32(sum(weights) if weights else len(heads))
         heads = [(c, f + n, p[n:]) for c, f, p in heads]
 
 

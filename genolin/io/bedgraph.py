@@ -304,9 +304,8 @@ def copy_into(src, fh, size: int) -> None:
         shutil.copyfileobj(src, fh, 1 << 22)
 
 
-# bins (over the strands written) below which a prediction formats its lines in its own process: starting and ending
-# a pool (spawned interpreters importing numpy) took 1.2 s of a 4.6-Mbp genome's predict on a 16-core GPU host,
-# formatting there takes about 73 ns a bin (0.17 s for that genome's 2.3 M bins); at this size about 1.2 s
+# bins (over the strands written) below which a prediction formats its lines in its own process: a pool's start and
+# end (spawned interpreters importing numpy) cost about as much as formatting this many bins here
 POOL_MIN_BINS = 1 << 24
 
 

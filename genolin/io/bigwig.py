@@ -11,12 +11,9 @@ zoom levels at close by reading every value back once per level; here each value
 finest zoom level is summed as the values come and each coarser one from the one below, and blocks are compressed
 on a few threads (zlib releases the GIL). pyBigWig reads the files (the tests hold every value against it).
 
-Why not a library's writer: pybigtools 0.3.0 (Rust bigtools, from an iterator of (contig, start, end, value)) wrote
-the same 100 Mbp two-strand track at 2.3 Mbp/s on the 64-core H200 host (this writer 22, in two processes 25.7;
-libBigWig 4.1) and at 5.9 against 22 Mbp/s on 2 CPU cores (benchmarks/bigwig_write.py; docs/benchmarks.md,
-"bigWig writing"). A whole `genolin predict --format bigwig` of 100 Mbp runs at 8.8-10.4 Mbp/s with this writer on
-that host; one whose writer alone takes 43 s cannot pass 2.3 Mbp/s, under 0.3x, short of the 0.9x that would let a
-kept library replace the code kept here.
+Why not a library's writer: pybigtools, fed the same pieces, wrote at about a tenth of this writer's speed, so a
+whole prediction with it stays far below the 0.9x that would justify dropping this code (docs/benchmarks.md,
+"bigWig writing").
 
 File layout (little-endian): header (64 bytes); zoom headers (ZOOM_HEADERS x 24, the unused ones zero); total
 summary (40); chromosome B+ tree; full data (block count u64, then zlib blocks of up to ITEMS_PER_BLOCK fixed-step
