@@ -192,23 +192,28 @@ def main() -> None:
     print(write(result, Path(args.out)))
 
 
-def meta_of(args, run: Path, bp: int) -> dict:
+def run_meta(benchmark: str, run: Path, device: str) -> dict:
+    """What a prediction benchmark's JSON says of the machine, the versions, the command and the model of ``run``."""
     import torch
 
     from genolin import __version__
     from genolin.checkpoint import read_run_config
 
     cfg = read_run_config(run).train
-    return {"benchmark": "predict_speed", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    return {"benchmark": benchmark, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
             "cpu": cpu_name(), "cpu_count": os.cpu_count(),
-            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
-            "command": " ".join(["python benchmarks/predict_speed.py", *sys.argv[1:]]),
-            "model": {"preset": None if args.model else args.preset, "settings": [] if args.model else args.set,
-                      "d_model": cfg.model.d_model,
-                      "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer, "k": cfg.k, "stride": cfg.stride,
-                      "window_bp": cfg.window_bp},
-            "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
+            "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
+            "command": " ".join([f"python benchmarks/{benchmark}.py", *sys.argv[1:]]),
+            "model": {"d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer,
+                      "k": cfg.k, "stride": cfg.stride, "window_bp": cfg.window_bp}}
+
+
+def meta_of(args, run: Path, bp: int) -> dict:
+    meta = run_meta("predict_speed", run, args.device)
+    meta["model"] = {"preset": None if args.model else args.preset, "settings": [] if args.model else args.set,
+                     **meta["model"]}
+    return {**meta, "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
             "compile": args.compile, "window_bp": args.window_bp}
 
 

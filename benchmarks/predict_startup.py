@@ -25,10 +25,8 @@ Writes PREFIX.json (settings, machine, versions, date, rows, timeline) and PREFI
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -172,25 +170,14 @@ def main() -> None:
 
 
 def meta_of(args, fasta: str) -> dict:
-    import torch
+    from predict_speed import run_meta
 
-    from genolin import __version__
-    from genolin.bench import cpu_name
-    from genolin.checkpoint import read_run_config
     from genolin.models import resolve_model
 
     run_dir = resolve_model(args.model, args.device)
-    cfg = read_run_config(run_dir).train
-    return {"benchmark": "predict_startup", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "cpu": cpu_name(), "cpu_count": os.cpu_count(),
-            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
-            "command": " ".join(["python benchmarks/predict_startup.py", *sys.argv[1:]]),
-            "device": args.device, "repeats": args.repeats,
-            "model": {"name": args.model, "run": run_dir.name, "d_model": cfg.model.d_model,
-                      "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer, "k": cfg.k, "stride": cfg.stride,
-                      "window_bp": cfg.window_bp},
-            "genome": {"fasta": Path(fasta).name}}
+    meta = run_meta("predict_startup", run_dir, args.device)
+    meta["model"] = {"name": args.model, "run": run_dir.name, **meta["model"]}
+    return {**meta, "device": args.device, "repeats": args.repeats, "genome": {"fasta": Path(fasta).name}}
 
 
 def write(result: dict, prefix: Path) -> str:
