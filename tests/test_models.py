@@ -15,7 +15,7 @@ from genolin.checkpoint import load_tensors
 from genolin.cli import cli
 from genolin.errors import InputError
 from genolin.io.fasta import read_fasta
-from genolin.models import HERE, BundledModel, bundled, resolve_model
+from genolin.models import HERE, BundledModel, bundled, resolve_model, resolve_models
 
 GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
 SHIPPED = [m.name for m in bundled()]
@@ -83,8 +83,30 @@ def test_a_bundled_name_resolves_to_its_member_and_a_run_directory_of_the_name_w
 def test_a_member_without_weights_is_not_listed(demo_models):
     (demo_models / "big" / "best.safetensors").unlink()
     (model,) = bundled()
-    assert model.members == {"small": "cpu"} and model.member_for("cuda") == "small"
-    assert BundledModel("x", "", {"only": "cuda"}, demo_models).member_for("cpu") == "only"
+    assert model.members == {"small": "cpu"} and model.members_for("cuda") == ["small"]
+    assert BundledModel("x", "", {"only": "cuda"}, demo_models).members_for("cpu") == ["only"]
+
+
+def test_several_members_for_a_device_are_an_ensemble_and_init_takes_the_first(demo_models):
+    (demo_models / "big2").mkdir()
+    (demo_models / "big2" / "best.safetensors").write_bytes(b"")
+    (demo_models / "model.json").write_text(json.dumps({"summary": "a demo", "members": {
+        "big": "cuda", "small": "cpu", "big2": "cuda"}}))
+    assert resolve_models("demo", "cuda") == [demo_models / "big", demo_models / "big2"]
+    assert resolve_models("demo", "cpu") == [demo_models / "small"]
+    assert resolve_models("demo-big2", "cpu") == [demo_models / "big2"]
+    assert resolve_model("demo", "cuda") == demo_models / "big"
+
+
+def test_building_some_members_keeps_the_others_in_the_card(tmp_path):
+    from genolin.models.build import MEMBERS, write_card
+
+    write_card(tmp_path, {m: MEMBERS[m] for m in ("base", "tiny")}, {"base": [], "tiny": ["steps=5"]})
+    write_card(tmp_path, {"s1": MEMBERS["s1"]}, {"s1": list(MEMBERS["s1"][2])})
+    card = json.loads((tmp_path / "model.json").read_text())
+    assert card["members"] == {"base": "cuda", "s1": "cuda", "tiny": "cpu"}
+    assert card["settings"] == {"base": [], "s1": list(MEMBERS["s1"][2]), "tiny": ["steps=5"]}
+    assert card["presets"]["s1"] == "base" and "ecoli" not in card["training_genomes"]
 
 
 @pytest.mark.skipif("bacteria" not in SHIPPED, reason="the bacteria model's weights are not in this install")

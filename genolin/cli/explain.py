@@ -8,7 +8,9 @@ from genolin.cli.options import circular_option
 
 
 @click.command(context_settings={"show_default": True})
-@click.option("--model", "model_dir", required=True, metavar="RUN_DIR", help="A run directory from genolin train.")
+@click.option("--model", "model_dir", required=True, metavar="RUN_DIR",
+              help="A run directory from genolin train, or a bundled model (genolin models; of an ensemble, its first "
+                   "member).")
 @click.option("--fasta", multiple=True, metavar="FASTA",
               help="Sequences (sequence classifier) or a genome (track model, with --regions).")
 @click.option("--csv", metavar="CSV", help="Sequences in a CSV/TSV 'sequence' column (sequence classifier).")
@@ -55,9 +57,11 @@ def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offs
     from genolin.explain import ExplainOptions
     from genolin.explain import explain as run_explain
     from genolin.inference import load_run
+    from genolin.models import resolve_model
 
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
+    model_dir = resolve_model(model_dir, None if device == "auto" else device)  # attributions of one model
     run = load_run(model_dir, device, bf16_weights=False)  # attributions: gradients of float32 weights
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
     options = ExplainOptions(method=method, target=target, rc_average=rc_average, bin_offset=bin_offset,

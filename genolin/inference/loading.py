@@ -24,7 +24,7 @@ from genolin.errors import InputError
 from genolin.inference.predictor import Predictor
 from genolin.inference.views import default_views
 from genolin.model import LENGTH_LIMITED_MIXERS, Encoder
-from genolin.models import resolve_model
+from genolin.models import resolve_models
 from genolin.tasks import TASK_TYPES, Task, get_task
 from genolin.timings import mark
 
@@ -228,7 +228,8 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     run_dirs = list(run_dir) if isinstance(run_dir, list | tuple) else [run_dir]
     if not run_dirs:
         raise InputError(None, "no run directory given")
-    run_dirs = [resolve_model(d, None if device == "auto" else device) for d in run_dirs]  # bundled models' names
+    # bundled models' names: their members for the device
+    run_dirs = [p for d in run_dirs for p in resolve_models(d, None if device == "auto" else device)]
     configs = [ckpt.read_run_config(d) for d in run_dirs]
     _check_ensemble(run_dirs, configs)
     groups = stride_groups(run_dirs, configs)

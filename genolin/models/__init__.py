@@ -1,14 +1,16 @@
 """Ready models shipped inside the package, and what a ``--model`` / ``--init`` argument names.
 
-    resolve_model("runs/ecoli") -> Path("runs/ecoli")            a run directory of that name always wins
-    resolve_model("bacteria", "cuda") -> .../models/bacteria/base   a bundled model: its member for the device
-    resolve_model("bacteria-tiny") -> .../models/bacteria/tiny      one member by name
-    bundled() -> [BundledModel, ...]                                  what ships (``genolin models``)
+    resolve_models("runs/ecoli") -> [Path("runs/ecoli")]             a run directory of that name always wins
+    resolve_models("bacteria", "cuda") -> [.../bacteria/base, .../bacteria/s1]   its members for the device
+    resolve_models("bacteria-tiny") -> [.../models/bacteria/tiny]      one member by name
+    resolve_model("bacteria", "cuda") -> .../models/bacteria/base      one run (``--init``): the first of them
+    bundled() -> [BundledModel, ...]                                   what ships (``genolin models``)
 
 A bundled model is a folder here holding ``model.json`` (what it is, its members, the device each is for) and one
 run folder per member (config.json, best.safetensors: a run directory ``load_run`` reads like any other). Members
-differ in size: on a CPU the small member, on a GPU the large one, each chosen where it predicts a genome within a
-minute (docs/model_card.md).
+are made for a device: on a CPU the small member, on a GPU the large ones, each chosen where it predicts a genome
+within a minute (docs/model_card.md). Several members for one device are an ensemble: ``load_run`` averages them
+(members of other strides too), as it does several --model runs.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ class BundledModel:
     members: dict[str, str]
     folder: Path
 
-    def member_for(self, device_type: str) -> str:
-        """The member for a device type ("cuda" or "cpu"): the one made for it, else the first."""
-        return next((m for m, d in self.members.items() if d == device_type), next(iter(self.members)))
+    def members_for(self, device_type: str) -> list[str]:
+        """The members for a device type ("cuda" or "cpu"): those made for it (an ensemble when several), else the
+        first member."""
+        return [m for m, d in self.members.items() if d == device_type] or [next(iter(self.members))]
 
 
 def bundled() -> list[BundledModel]:
@@ -52,28 +55,39 @@ def bundled() -> list[BundledModel]:
     return models
 
 
-def resolve_model(ref: str | Path, device_type: str | None = None) -> Path:
-    """The run directory a ``--model``/``--init`` argument names: ``ref`` itself when it is a directory (or looks
-    like a path), else a bundled model ("bacteria": its member for ``device_type``, the machine's when None;
-    "bacteria-tiny": that member). Anything else is returned as given, for ``read_run_config`` to report."""
+def resolve_models(ref: str | Path, device_type: str | None = None) -> list[Path]:
+    """The run directories a ``--model`` argument names: ``[ref]`` when it is a directory (or looks like a path),
+    else a bundled model's ("bacteria": its members for ``device_type``, the machine's when None; "bacteria-tiny":
+    that member). Anything else is returned as given, for ``read_run_config`` to report."""
     path = Path(ref)
     if path.is_dir() or len(path.parts) > 1 or str(ref).startswith("."):
-        return path
+        return [path]
     name, _, member = str(ref).partition("-")
     model = next((m for m in bundled() if m.name == name), None)
     if model is None:
-        return path
+        return [path]
     if member:
         if member not in model.members:
             raise InputError("--model", f"{ref}: {name} has the members {', '.join(model.members)} "
                                         f"({', '.join(f'{name}-{m}' for m in model.members)})")
-    else:
-        if device_type is None:
-            import torch
+        return [model.folder / member]
+    if device_type is None:
+        import torch
 
-            device_type = "cuda" if torch.cuda.is_available() else "cpu"
-        member = model.member_for(device_type)
-        log.info("bundled model %s: its %s member, made for %s (%s names a member)", name, member,
-                 "GPUs" if model.members[member] == "cuda" else "CPUs",
-                 " or ".join(f"{name}-{m}" for m in model.members))
-    return model.folder / member
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    chosen = model.members_for(device_type)
+    log.info("bundled model %s: %s %s, made for %s (%s names a member)", name,
+             "the ensemble of its members" if len(chosen) > 1 else "its member", " + ".join(chosen),
+             "GPUs" if model.members[chosen[0]] == "cuda" else "CPUs",
+             " or ".join(f"{name}-{m}" for m in model.members))
+    return [model.folder / m for m in chosen]
+
+
+def resolve_model(ref: str | Path, device_type: str | None = None) -> Path:
+    """The one run directory a ``--init`` argument names: ``resolve_models``' first (a bundled ensemble fine-tunes
+    from its first member)."""
+    paths = resolve_models(ref, device_type)
+    if len(paths) > 1:
+        log.info("%s: an ensemble; fine-tuning starts from its first member, %s (%s names one)", ref, paths[0].name,
+                 " or ".join(f"{ref}-{p.name}" for p in paths))
+    return paths[0]

@@ -3,8 +3,8 @@ from, exported into this package (docs/model_card.md says what it is and how it 
 
     python -m genolin.models.build --shared ../shared/data --device cuda --work runs/ready
 
-Each member is ``genolin train --preset P`` (the preset as it ships) on every genome of READY with its TSS map, seed
-0; the export keeps config.json (training paths reduced to file names) and the best weights, in bfloat16 for a
+Each member is ``genolin train --preset P`` (with the member's settings, MEMBERS) on every genome of READY with its TSS
+map, seed 0; the export keeps config.json (training paths reduced to file names) and the best weights, in bfloat16 for a
 member of over a million parameters (GPU inference runs in bfloat16 anyway; a CPU casts them back to float32).
 GENOMES is the registry of the eleven genomes the proxy (benchmarks/bacteria_proxy.py) holds out and scores.
 """
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from genolin.models import CARD, HERE
 
 
 def _bacterium(short: str) -> tuple[str, str]:
@@ -49,9 +49,12 @@ GENOMES: dict[str, tuple[tuple[str, str], str, str, str, bool]] = {
 # what a shipped model learns from: every genome but E. coli, whose RegulonDB map may not be redistributed or
 # used for a derived product without RegulonDB's permission (docs/model_card.md)
 READY = [g for g in GENOMES if g != "ecoli"]
-# member -> (preset, the device it is for): on a GPU base; on a CPU tiny, which predicts E. coli within a minute on
-# 2 cores (base takes several)
-MEMBERS = {"base": ("base", "cuda"), "tiny": ("tiny", "cpu")}
+# member -> (preset, the device it is for, settings): on a GPU the ensemble of base and s1 (6-mers at stride 1,
+# single-bin positives, no mutations; 4,500 steps), which the proxy ranks above either (docs/benchmarks.md); on a
+# CPU tiny, which predicts E. coli within a minute on 2 cores (base takes several)
+MEMBERS = {"base": ("base", "cuda", ()),
+           "s1": ("base", "cuda", ("stride=1", "tolerance_bins=1", "mutate_prob=0", "steps=4500")),
+           "tiny": ("tiny", "cpu", ())}
 NAME = "bacteria"
 SUMMARY = ("promoter track for bacterial genomes (TSS per bin and strand), trained on ten genomes of eight phyla "
            "with experimentally mapped TSSs")
@@ -87,14 +90,19 @@ def export(run_dir: Path, out: Path) -> None:
                  {k: t.to(torch.bfloat16) if big and t.is_floating_point() else t for k, t in tensors.items()}, meta)
 
 
-def write_card(out: Path, members: dict[str, tuple[str, str]], settings: dict[str, list[str]]) -> None:
-    """``model.json``: what the model is, its members and how they were made."""
+def write_card(out: Path, members: dict[str, tuple[str, str, tuple]], settings: dict[str, list[str]]) -> None:
+    """``model.json``: what the model is, its members and how they were made (members built before, and not now,
+    kept as the card had them; in MEMBERS' order)."""
+    old = json.loads((out / CARD).read_text()) if (out / CARD).exists() else {}
+    kept = [m for m in MEMBERS if m not in members and m in old.get("members", {})]
+    order = [m for m in MEMBERS if m in members or m in kept]
     card = {"name": NAME, "summary": SUMMARY, "card": "docs/model_card.md",
-            "members": {m: device for m, (_, device) in members.items()},
-            "presets": {m: preset for m, (preset, _) in members.items()}, "settings": settings,
+            "members": {m: members[m][1] if m in members else old["members"][m] for m in order},
+            "presets": {m: members[m][0] if m in members else old["presets"][m] for m in order},
+            "settings": {m: settings[m] if m in members else old["settings"][m] for m in order},
             "training_genomes": {g: GENOMES[g][1] for g in READY},
             "built": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
-    (out / "model.json").write_text(json.dumps(card, indent=2) + "\n")
+    (out / CARD).write_text(json.dumps(card, indent=2) + "\n")
 
 
 def main() -> None:
@@ -106,12 +114,13 @@ def main() -> None:
     p.add_argument("--member", action="append", default=None, choices=list(MEMBERS),
                    help="build only these members (default all)")
     p.add_argument("--set", action="append", default=[], metavar="MEMBER:KEY=VALUE",
-                   help="a setting for one member's training (default: the preset as it ships)")
+                   help="a setting for one member's training, after its MEMBERS settings")
     args = p.parse_args()
     pairs = genome_files(Path(args.shared), READY)
     chosen = {m: MEMBERS[m] for m in args.member or MEMBERS}
-    settings = {m: [s.split(":", 1)[1] for s in args.set if s.split(":", 1)[0] == m] for m in chosen}
-    for member, (preset, _) in chosen.items():
+    settings = {m: [*own, *(s.split(":", 1)[1] for s in args.set if s.split(":", 1)[0] == m)]
+                for m, (_, _, own) in chosen.items()}
+    for member, (preset, _, _) in chosen.items():
         run_dir = Path(args.work) / member
         if not (run_dir / "trainer_state.json").exists():
             cmd = [sys.executable, "-m", "genolin", "train", *[a for fa, bed in pairs for a in ("--fasta", fa, "--tss",
