@@ -98,6 +98,34 @@ def test_several_members_for_a_device_are_an_ensemble_and_init_takes_the_first(d
     assert resolve_model("demo", "cuda") == demo_models / "big"
 
 
+def test_a_bundled_ensemble_predicts_as_its_members_named_one_by_one(tmp_path, monkeypatch, piece, start_run):
+    import shutil
+
+    import genolin.models
+    from genolin.checkpoint import save_weights
+
+    package = tmp_path / "package"
+    for member, scale in (("a", 1.0), ("b", 0.5)):  # b: a's weights halved, so the ensemble differs from a
+        shutil.copytree(start_run, package / "demo" / member)
+        tensors, meta = load_tensors(start_run / "best.safetensors")
+        save_weights(package / "demo" / member / "best.safetensors",
+                     {k: t * scale if t.is_floating_point() else t for k, t in tensors.items()}, meta)
+    (package / "demo" / "model.json").write_text(json.dumps({"summary": "", "members": {"a": "cpu", "b": "cpu"}}))
+    monkeypatch.setattr(genolin.models, "HERE", package)
+    monkeypatch.chdir(tmp_path)
+
+    def track(*models):
+        out = tmp_path / "_".join(m.replace("/", "") for m in models)
+        r = run("predict", *[a for m in models for a in ("--model", m)], "--fasta", piece / "piece.fa", "--device",
+                "cpu", "--out", out)
+        assert r.exit_code == 0, r.output
+        return [line for line in out.with_suffix(".plus.bedGraph").read_text().splitlines()
+                if not line.startswith("track")]  # the header names the models
+
+    both = track("demo")
+    assert both == track(str(package / "demo" / "a"), str(package / "demo" / "b")) != track("demo-a")
+
+
 def test_building_some_members_keeps_the_others_in_the_card(tmp_path):
     from genolin.models.build import MEMBERS, write_card
 
