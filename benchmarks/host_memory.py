@@ -2,12 +2,14 @@
 of the set, and the bytes each further base costs.
 
 Each set is N random sequences of --length bp (labels 0/1 alternating) written as a CSV; each run is
-`genolin -q train --csv SET --max-steps 1 --device D` (the preset's long-sequence recipe, one step) in a process of
-its own, whose peak RSS the kernel reports (wait4). The slope between two sizes is the memory a base costs; the
-fixed part (Python, torch, the model) cancels.
+`genolin -q train --csv SET --max-steps STEPS --device D` (the preset's long-sequence recipe; one step by default,
+or a whole run's worth with validations between) in a process of its own, whose peak RSS the kernel reports
+(wait4). The slope between two sizes is the memory a base costs; the fixed part (Python, torch, the model) cancels.
+Against one step, more steps show what a run adds as it goes.
 
     python benchmarks/host_memory.py --sizes 150,600 --device cpu
     python benchmarks/host_memory.py --sizes 150,600,20000 --device cpu      # 20,000 x 100 kbp: 2 Gbp
+    python benchmarks/host_memory.py --sizes 150,2400 --steps 1,300 --device cpu   # growth over a run
 
 Prints a table and writes PREFIX.json and PREFIX.md (default benchmarks/results/host_memory/latest).
 """
@@ -52,6 +54,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="150,600", help="numbers of sequences, comma-separated")
     p.add_argument("--length", type=int, default=100_000, help="bp per sequence")
+    p.add_argument("--steps", default="1", help="optimizer steps of each run, comma-separated (each size runs each)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--preset", default="tiny")
     p.add_argument("--work", default=None, help="folder for the sets and runs (default: a temporary folder)")
@@ -60,29 +63,32 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="host_memory_"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
-    for n in (int(s) for s in args.sizes.split(",")):
-        data = work / f"set{n}.csv"
-        if not data.exists():
-            write_set(data, n, args.length)
-        rss, seconds, status = peak_rss([sys.executable, "-m", "genolin", "-q", "train", "--csv", str(data),
-                                         "--preset", args.preset, "--max-steps", "1", "--device", args.device,
-                                         "--out", str(work / f"run{n}_{time.time_ns()}")], work / "log.txt")
-        rows.append({"sequences": n, "bases": n * args.length, "peak_rss": rss, "seconds": seconds,
-                     "status": status})
-        print(f"{n:7d} x {args.length:,} bp: peak RSS {rss / 2**20:8.0f} MiB, {seconds:6.1f} s, exit {status}",
-              flush=True)
+    for steps in (int(s) for s in args.steps.split(",")):
+        for n in (int(s) for s in args.sizes.split(",")):
+            data = work / f"set{n}.csv"
+            if not data.exists():
+                write_set(data, n, args.length)
+            rss, seconds, status = peak_rss([sys.executable, "-m", "genolin", "-q", "train", "--csv", str(data),
+                                             "--preset", args.preset, "--max-steps", str(steps), "--device",
+                                             args.device, "--out", str(work / f"run{n}_{time.time_ns()}")],
+                                            work / "log.txt")
+            rows.append({"sequences": n, "bases": n * args.length, "steps": steps, "peak_rss": rss,
+                         "seconds": seconds, "status": status})
+            print(f"{n:7d} x {args.length:,} bp, {steps} steps: peak RSS {rss / 2**20:8.0f} MiB, {seconds:6.1f} s, "
+                  f"exit {status}", flush=True)
     ok = [r for r in rows if r["status"] == 0]
     for a, b in zip(ok, ok[1:], strict=False):
-        b["bytes_per_base_since_previous"] = (b["peak_rss"] - a["peak_rss"]) / (b["bases"] - a["bases"])
+        if a["steps"] == b["steps"]:
+            b["bytes_per_base_since_previous"] = (b["peak_rss"] - a["peak_rss"]) / (b["bases"] - a["bases"])
     meta = run_metadata("host_memory", vars(args))
     lines = [f"# Host memory of training on long labelled sequences ({meta['date']})", "",
              f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
-             f"{args.preset}, device {args.device}, one step", "", f"`{meta['command']}`", "",
-             "| sequences | Mbp | peak RSS (MiB) | bytes per base since the row above | seconds | exit |",
-             "|---:|---:|---:|---:|---:|---:|"]
+             f"{args.preset}, device {args.device}", "", f"`{meta['command']}`", "",
+             "| sequences | Mbp | steps | peak RSS (MiB) | bytes per base since the row above | seconds | exit |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         slope = r.get("bytes_per_base_since_previous")
-        lines.append(f"| {r['sequences']:,} | {r['bases'] / 1e6:,.0f} | {r['peak_rss'] / 2**20:,.0f} | "
+        lines.append(f"| {r['sequences']:,} | {r['bases'] / 1e6:,.0f} | {r['steps']} | {r['peak_rss'] / 2**20:,.0f} | "
                      f"{'-' if slope is None else f'{slope:.2f}'} | {r['seconds']:.1f} | {r['status']} |")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
