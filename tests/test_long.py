@@ -20,6 +20,7 @@ from genolin.errors import InputError
 from genolin.io.fasta import read_fasta
 from genolin.io.labelled import LabelledSet, load_labelled, longest_sequence_bp, read_sequences
 from genolin.model import POOL_POSITION_SCALE, Encoder, EncoderConfig, pool_groups, pool_mask
+from genolin.tasks.base import WIDTH_STEPS, bucket_width
 from genolin.tasks.sequence import SequenceData, crop_length
 
 RNG = np.random.default_rng(0)
@@ -183,6 +184,23 @@ def test_a_cropped_batch_holds_the_centre_of_each_sequence():
             assert torch.equal(batch.ids[row, :kept], whole.ids[row, start:start + kept])  # the centre, in order
             kept_lengths.add(kept)
     assert len(kept_lengths) > 20  # each sequence its own length
+
+
+def test_cropped_batches_take_few_widths_and_never_more_than_uncropped():
+    assert [bucket_width(w) for w in (1, 15, 16, 17, 1024, 1025, 100_000)] == [1, 15, 16, 18, 1024, 1152, 106_496]
+    widths = np.array([bucket_width(w) for w in range(1, 300_000)])
+    assert (widths >= np.arange(1, 300_000)).all() and (widths <= np.arange(1, 300_000) * 1.125).all()
+    assert len(set(widths[1000:])) <= WIDTH_STEPS * 9  # a few per octave
+    rng = np.random.default_rng(2)
+    seqs = [rng.choice(np.frombuffer(b"ACGT", np.uint8), n).tobytes() for n in (20_000, 19_990, 7_000)]
+    data = SequenceData(LabelledSet(["a", "b", "c"], seqs, np.array([0, 1, 0]), ["0", "1"]), k=1, stride=1)
+    shapes = set()
+    for seed in range(200):
+        batch = data.collate([0, 1, 2], np.random.default_rng(seed), crop=(500, 1.0))
+        longest = int(batch.mask.sum(1).max())
+        assert batch.ids.shape[1] == min(bucket_width(longest), 20_000)  # padded to its bucket, never past 20 kbp
+        shapes.add(batch.ids.shape[1])
+    assert len(shapes) <= 45 and data.collate([1, 2], None).ids.shape[1] == 19_990  # uncropped: as long as needed
 
 
 def test_k_mer_tokens_with_the_default_preset_leave_the_bag_of_k_mers_term_out(caplog):

@@ -228,8 +228,7 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     run_dirs = list(run_dir) if isinstance(run_dir, list | tuple) else [run_dir]
     if not run_dirs:
         raise InputError(None, "no run directory given")
-    # bundled models' names: their members for the device
-    run_dirs = [p for d in run_dirs for p in resolve_models(d, None if device == "auto" else device)]
+    run_dirs = [p for d in run_dirs for p in resolve_models(d, None if device == "auto" else device)]  # bundled
     configs = [ckpt.read_run_config(d) for d in run_dirs]
     _check_ensemble(run_dirs, configs)
     groups = stride_groups(run_dirs, configs)

@@ -62,6 +62,18 @@ class Batch:
 TENSORS = ("ids", "mask", "labels", "targets")  # Batch's tensor fields
 
 
+WIDTH_STEPS = 8  # the widths per octave a batch of cropped sequences is padded to (bucket_width)
+
+
+def bucket_width(width: int) -> int:
+    """``width`` rounded up to one of WIDTH_STEPS widths per octave, at most 1/WIDTH_STEPS more (a width in
+    [2^p, 2^(p+1)) to a multiple of 2^p / WIDTH_STEPS). Randomly cropped batches then take a few dozen shapes over a
+    run, not one per step, so what a device keeps per shape (cuDNN plans, kernel variants, pinned blocks) stays
+    bounded; the extra columns are padding, which the model ignores."""
+    step = (1 << (max(1, width).bit_length() - 1)) // WIDTH_STEPS
+    return width if step <= 1 else -(-width // step) * step
+
+
 def pad_tokens(token_arrays: list[np.ndarray], shape: tuple[int, int] | None = None
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack token arrays of different lengths: ids (B, T) padded with [PAD], mask (B, T). ``shape``: pad to

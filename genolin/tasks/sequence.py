@@ -24,7 +24,7 @@ from genolin.config import LONG_SEQUENCE_BP, DataSpec, TrainConfig
 from genolin.errors import InputError
 from genolin.io.labelled import LabelledSet, describe_where, load_labelled, sequence_lengths
 from genolin.model import LENGTH_LIMITED_MAX_TOKENS, LENGTH_LIMITED_MIXERS, kmer_profile
-from genolin.tasks.base import Batch, PredictOptions, Task, pad_tokens
+from genolin.tasks.base import Batch, PredictOptions, Task, bucket_width, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
 from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, substitute
 
@@ -107,7 +107,8 @@ class SequenceData:
         ``rng``, each at random (rc_prob, shifts up to max_shift bases, bases substituted with mutate_prob, and
         with ``crop`` (min_bp, u_max) cropped around its centre to a length of its own, ``crop_length``). Lengths
         differ within a batch: measured better on held-out genomes than one length per batch, though the padding
-        makes a step slower (docs/benchmarks.md, "Quality of the recipe as shipped")."""
+        makes a step slower (docs/benchmarks.md, "Quality of the recipe as shipped"). Cropped batches are padded to
+        ``bucket_width`` (never past their sequences' uncropped width)."""
         arrays = []
         mutate = (rng, mutate_prob) if rng is not None and mutate_prob > 0 else None
         for i in indices:
@@ -117,7 +118,10 @@ class SequenceData:
             size = crop_length(n, *crop, rng) if rng is not None and crop is not None else n
             window = ((n - size) // 2, size) if size < n else None
             arrays.append(self.tokens_of(i, rc=flip, shift=drop, mutate=mutate, crop=window))
-        ids, mask = pad_tokens(arrays)
+        width = None
+        if rng is not None and crop is not None:
+            width = min(bucket_width(max(len(a) for a in arrays)), int(self.lengths[indices].max()))
+        ids, mask = pad_tokens(arrays, None if width is None else (0, width))
         return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
 
 
