@@ -43,13 +43,15 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
     metrics, scored = task.evaluate(run.predictor, eval_set, rc_average=rc_average, threshold=threshold,
                                     min_distance_bp=min_distance_bp, calls_per_mbp=calls_per_mbp,
                                     progress=progress)
-    # how the probabilities were made: the defaults depend on the run (inference.default_views)
+    # how the probabilities were made: the defaults depend on the run (inference.default_views); an ensemble of
+    # several strides keeps its other strides' members in predictor.others
+    models = len(run.predictor.members) + sum(n for _, n in run.predictor.others)
     metrics["scoring"] = {"rc_average": rc_average, "shift_average": run.predictor.shift_views,
-                          "threshold": threshold, "models": len(run.predictor.members)}
+                          "threshold": threshold, "models": models}
     if task.has_track:  # the calls' rule: a density, or None for the threshold
         metrics["scoring"]["calls_per_mbp"] = calls_per_mbp
     views = (f"Scored over {describe_views(rc_average, run.predictor.shift_views)}"
-             + (f", the mean of {len(run.predictor.members)} models" if len(run.predictor.members) > 1 else "")
+             + (f", the mean of {models} models" if models > 1 else "")
              + (f"; decision threshold {threshold:.4g}." if threshold is not None else "."))
     report = write_report(out_dir, metrics, task.curves(scored), [views, "", *task.report_lines(metrics)],
                           task.describe(inputs, held_out))

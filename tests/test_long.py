@@ -198,9 +198,19 @@ def test_cropped_batches_take_few_widths_and_never_more_than_uncropped():
     for seed in range(200):
         batch = data.collate([0, 1, 2], np.random.default_rng(seed), crop=(500, 1.0))
         longest = int(batch.mask.sum(1).max())
-        assert batch.ids.shape[1] == min(bucket_width(longest), 20_000)  # padded to its bucket, never past 20 kbp
+        # padded to its bucket; past the uncropped 20 kbp, to the widest bucket under it (18,432) or to 20 kbp
+        expected = bucket_width(longest) if bucket_width(longest) <= 20_000 else 18_432 if longest <= 18_432 else 20_000
+        assert batch.ids.shape[1] == expected
         shapes.add(batch.ids.shape[1])
     assert len(shapes) <= 45 and data.collate([1, 2], None).ids.shape[1] == 19_990  # uncropped: as long as needed
+    # sequences no longer than the crops' minimum are not cropped: such a batch keeps its own width
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(300, 900, 64)
+    short = SequenceData(LabelledSet([str(i) for i in range(64)], [b"A" * int(n) for n in lengths],
+                                     np.zeros(64, dtype=int), ["0", "1"]), k=1, stride=1)
+    for _ in range(20):
+        chosen = list(rng.choice(64, 8, replace=False))
+        assert short.collate(chosen, rng, crop=(1000, 1.0)).ids.shape[1] == lengths[chosen].max()
 
 
 def test_k_mer_tokens_with_the_default_preset_leave_the_bag_of_k_mers_term_out(caplog):

@@ -68,6 +68,8 @@ def test_a_bundled_name_resolves_to_its_member_and_a_run_directory_of_the_name_w
     monkeypatch.chdir(tmp_path)
     assert [m.name for m in bundled()] == ["demo"]
     assert resolve_model("demo", "cuda") == demo_models / "big"
+    with pytest.raises(InputError, match="members big, small"):
+        resolve_models("demo-", "cuda")  # a trailing dash names no member
     assert resolve_model("demo", "cpu") == demo_models / "small"
     assert resolve_model("demo-big", "cpu") == demo_models / "big"
     with pytest.raises(InputError, match="members big, small"):
@@ -132,7 +134,7 @@ def test_building_some_members_keeps_the_others_in_the_card(tmp_path):
     write_card(tmp_path, {m: MEMBERS[m] for m in ("base", "tiny")}, {"base": [], "tiny": ["steps=5"]})
     write_card(tmp_path, {"s1": MEMBERS["s1"]}, {"s1": list(MEMBERS["s1"][2])})
     card = json.loads((tmp_path / "model.json").read_text())
-    assert card["members"] == {"base": "cuda", "s1": "cuda", "tiny": "cpu"}
+    assert list(card["members"].items()) == [("base", "cuda"), ("s1", "cuda"), ("tiny", "cpu")]  # base first
     assert card["settings"] == {"base": [], "s1": list(MEMBERS["s1"][2]), "tiny": ["steps=5"]}
     assert card["presets"]["s1"] == "base" and "ecoli" not in card["training_genomes"]
 

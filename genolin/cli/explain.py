@@ -61,7 +61,7 @@ def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offs
 
     if bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
-    model_dir = resolve_model(model_dir, None if device == "auto" else device)  # attributions of one model
+    model_dir = resolve_model(model_dir, None if device == "auto" else device, use="explain explains")
     run = load_run(model_dir, device, bf16_weights=False)  # attributions: gradients of float32 weights
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
     options = ExplainOptions(method=method, target=target, rc_average=rc_average, bin_offset=bin_offset,

@@ -191,7 +191,9 @@ def _load_strides(groups: list[list], device: str, *, distributed: bool, window_
         raise InputError("--offset-average", "averages tilings of one stride's windows; this ensemble has members of "
                                              "several strides")
     if distributed and init_distributed(device).world > 1:
-        raise InputError("--model", "an ensemble of several strides runs in one process, not under torchrun")
+        raise InputError("--model", "an ensemble of several strides (a bundled model's GPU members too: genolin "
+                                    "models) runs in one process, not under torchrun; name one member (e.g. "
+                                    "bacteria-base) or run without torchrun")
     runs = [load_run(group, device, **options) for group in groups]
     sizes = [len(group) for group in groups]
     first = runs[0]

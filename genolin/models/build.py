@@ -94,12 +94,17 @@ def write_card(out: Path, members: dict[str, tuple[str, str, tuple]], settings: 
     """``model.json``: what the model is, its members and how they were made (members built before, and not now,
     kept as the card had them; in MEMBERS' order)."""
     old = json.loads((out / CARD).read_text()) if (out / CARD).exists() else {}
+    dropped = [m for m in old.get("members", {}) if m not in MEMBERS]
+    if dropped:
+        print(f"build: {', '.join(dropped)} left out of {out / CARD} (no longer in MEMBERS; remove their folders)")
     kept = [m for m in MEMBERS if m not in members and m in old.get("members", {})]
     order = [m for m in MEMBERS if m in members or m in kept]
     card = {"name": NAME, "summary": SUMMARY, "card": "docs/model_card.md",
             "members": {m: members[m][1] if m in members else old["members"][m] for m in order},
-            "presets": {m: members[m][0] if m in members else old["presets"][m] for m in order},
-            "settings": {m: settings[m] if m in members else old["settings"][m] for m in order},
+            "presets": {m: members[m][0] if m in members else old.get("presets", {}).get(m, MEMBERS[m][0])
+                        for m in order},
+            "settings": {m: settings[m] if m in members else old.get("settings", {}).get(m, list(MEMBERS[m][2]))
+                         for m in order},
             "training_genomes": {g: GENOMES[g][1] for g in READY},
             "built": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     (out / CARD).write_text(json.dumps(card, indent=2) + "\n")

@@ -67,11 +67,18 @@ WIDTH_STEPS = 8  # the widths per octave a batch of cropped sequences is padded 
 
 def bucket_width(width: int) -> int:
     """``width`` rounded up to one of WIDTH_STEPS widths per octave, at most 1/WIDTH_STEPS more (a width in
-    [2^p, 2^(p+1)) to a multiple of 2^p / WIDTH_STEPS). Randomly cropped batches then take a few dozen shapes over a
-    run, not one per step, so what a device keeps per shape (cuDNN plans, kernel variants, pinned blocks) stays
-    bounded; the extra columns are padding, which the model ignores."""
-    step = (1 << (max(1, width).bit_length() - 1)) // WIDTH_STEPS
-    return width if step <= 1 else -(-width // step) * step
+    [2^p, 2^(p+1)) to a multiple of 2^p / WIDTH_STEPS). Batches of randomly cropped sequences then take a few dozen
+    shapes over a run, not one per step, so what a device keeps per shape (cuDNN plans, kernel variants, pinned
+    blocks) stays bounded; the extra columns are padding, which the model ignores. (SequenceData.collate never pads
+    past a batch's uncropped width: a batch no crop shortened keeps its own.)"""
+    step = bucket_step(width)
+    return -(-width // step) * step
+
+
+def bucket_step(width: int) -> int:
+    """The spacing of ``bucket_width``'s widths around ``width``: 2^p / WIDTH_STEPS for a width in [2^p, 2^(p+1)),
+    at least 1."""
+    return max(1, (1 << (max(1, width).bit_length() - 1)) // WIDTH_STEPS)
 
 
 def pad_tokens(token_arrays: list[np.ndarray], shape: tuple[int, int] | None = None

@@ -24,7 +24,7 @@ from genolin.config import LONG_SEQUENCE_BP, DataSpec, TrainConfig
 from genolin.errors import InputError
 from genolin.io.labelled import LabelledSet, describe_where, load_labelled, sequence_lengths
 from genolin.model import LENGTH_LIMITED_MAX_TOKENS, LENGTH_LIMITED_MIXERS, kmer_profile
-from genolin.tasks.base import Batch, PredictOptions, Task, bucket_width, pad_tokens
+from genolin.tasks.base import Batch, PredictOptions, Task, bucket_step, bucket_width, pad_tokens
 from genolin.tasks.metrics import classification_metrics, max_mcc_threshold
 from genolin.tokenize import kmer_ids, n_tokens, reverse_complement, substitute
 
@@ -120,7 +120,11 @@ class SequenceData:
             arrays.append(self.tokens_of(i, rc=flip, shift=drop, mutate=mutate, crop=window))
         width = None
         if rng is not None and crop is not None:
-            width = min(bucket_width(max(len(a) for a in arrays)), int(self.lengths[indices].max()))
+            longest, cap = max(len(a) for a in arrays), int(self.lengths[indices].max())
+            width = min(bucket_width(longest), cap)
+            if width == cap:  # past the uncropped width: the widest bucket under it, if the batch fits in it
+                below = cap // bucket_step(cap) * bucket_step(cap)
+                width = below if longest <= below else cap
         ids, mask = pad_tokens(arrays, None if width is None else (0, width))
         return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
 
