@@ -172,11 +172,11 @@ def main() -> None:
 def meta_of(args, fasta: str) -> dict:
     from predict_speed import run_meta
 
-    from genolin.models import resolve_model
+    from genolin.models import resolve_models
 
-    run_dir = resolve_model(args.model, args.device)
-    meta = run_meta("predict_startup", run_dir, args.device)
-    meta["model"] = {"name": args.model, "run": run_dir.name, **meta["model"]}
+    run_dirs = resolve_models(args.model, args.device)  # a bundled ensemble: every member the command loads
+    meta = run_meta("predict_startup", run_dirs[0], args.device)
+    meta["model"] = {"name": args.model, "run": "+".join(d.name for d in run_dirs), **meta["model"]}
     return {**meta, "device": args.device, "repeats": args.repeats, "genome": {"fasta": Path(fasta).name}}
 
 
