@@ -55,11 +55,11 @@ def bundled() -> list[BundledModel]:
     return models
 
 
-def resolve_models(ref: str | Path, device_type: str | None = None, *, quiet: bool = False) -> list[Path]:
+def resolve_models(ref: str | Path, device_type: str | None = None, *, use: str | None = None) -> list[Path]:
     """The run directories a ``--model`` argument names: ``[ref]`` when it is a directory (or looks like a path),
     else a bundled model's ("bacteria": its members for ``device_type``, the machine's when None; "bacteria-tiny":
-    that member). Anything else is returned as given, for ``read_run_config`` to report. ``quiet``: no log line
-    saying which members were chosen."""
+    that member). Anything else is returned as given, for ``read_run_config`` to report. ``use``: only one run is
+    wanted, for this (a log line's words): a bundled ensemble gives its first member."""
     path = Path(ref)
     if path.is_dir() or len(path.parts) > 1 or str(ref).startswith("."):
         return [path]
@@ -77,20 +77,17 @@ def resolve_models(ref: str | Path, device_type: str | None = None, *, quiet: bo
 
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
     chosen = model.members_for(device_type)
-    if not quiet:
-        log.info("bundled model %s: %s %s, made for %s (%s names a member)", name,
-                 "the ensemble of its members" if len(chosen) > 1 else "its member", " + ".join(chosen),
-                 "GPUs" if model.members[chosen[0]] == "cuda" else "CPUs",
-                 " or ".join(f"{name}-{m}" for m in model.members))
+    others = " or ".join(f"{name}-{m}" for m in model.members)
+    if use is not None:
+        log.info("bundled model %s: %s its member %s (%s names a member)", name, use, chosen[0], others)
+        return [model.folder / chosen[0]]
+    log.info("bundled model %s: %s %s, made for %s (%s names a member)", name,
+             "the ensemble of its members" if len(chosen) > 1 else "its member", " + ".join(chosen),
+             "GPUs" if model.members[chosen[0]] == "cuda" else "CPUs", others)
     return [model.folder / m for m in chosen]
 
 
 def resolve_model(ref: str | Path, device_type: str | None = None, *, use: str = "fine-tuning starts from") -> Path:
-    """The one run directory a ``--init`` (or explain's ``--model``) argument names: ``resolve_models``' first, so a
-    bundled ensemble gives its first member; ``use`` says what for, in the log line that names it."""
-    paths = resolve_models(ref, device_type, quiet=True)
-    model = next((m for m in bundled() if m.folder == paths[0].parent), None)
-    if model is not None:
-        log.info("bundled model %s: %s its member %s (%s names a member)", model.name, use, paths[0].name,
-                 " or ".join(f"{model.name}-{m}" for m in model.members))
-    return paths[0]
+    """The one run directory a ``--init`` (or explain's ``--model``) argument names (``resolve_models`` with
+    ``use``: of a bundled ensemble, its first member)."""
+    return resolve_models(ref, device_type, use=use)[0]

@@ -121,10 +121,10 @@ class SequenceData:
         width = None
         if rng is not None and crop is not None:
             longest, cap = max(len(a) for a in arrays), int(self.lengths[indices].max())
-            width = min(bucket_width(longest), cap)
-            if width == cap:  # past the uncropped width: the widest bucket under it, if the batch fits in it
-                below = cap // bucket_step(cap) * bucket_step(cap)
-                width = below if longest <= below else cap
+            width = bucket_width(longest)
+            if width > cap:  # never past the uncropped width: the widest bucket under it if the batch fits, else it
+                floor = cap - cap % bucket_step(cap)
+                width = floor if floor >= longest else cap
         ids, mask = pad_tokens(arrays, None if width is None else (0, width))
         return Batch(ids, mask, labels=torch.as_tensor(self.dataset.labels[indices], dtype=torch.int64))
 
