@@ -105,3 +105,23 @@ def init_distributed(device: str) -> Dist:
             if type(handler) is logging.StreamHandler:
                 handler.setLevel(max(handler.level, logging.WARNING))
     return d
+
+
+@contextlib.contextmanager
+def shape_free_kernels(device: torch.device, enabled: bool = True):
+    """On CUDA (and ``enabled``), torch's cuDNN convolutions and cuDNN attention off inside: cuDNN builds and keeps
+    an execution plan for each input shape, and batches of cropped sequences bring new shapes every few steps; the
+    plans cost more host time and memory than cuDNN's kernels save (docs/benchmarks.md, "Host memory"). Elsewhere,
+    or with GENOLIN_CUDNN=1 in the environment, a no-op."""
+    if device.type != "cuda" or not enabled or os.environ.get("GENOLIN_CUDNN") == "1":
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    before = torch.backends.cudnn.enabled
+    torch.backends.cudnn.enabled = False
+    try:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+            yield
+    finally:
+        torch.backends.cudnn.enabled = before

@@ -40,7 +40,7 @@ from genolin import __version__, memory
 from genolin import checkpoint as ckpt
 from genolin.averaging import WeightAverage, holding
 from genolin.config import DataSpec, Setting, TrainConfig, describe_tokens, make_config
-from genolin.device import init_distributed, pick_device
+from genolin.device import init_distributed, pick_device, shape_free_kernels
 from genolin.errors import InputError
 from genolin.inference import Predictor
 from genolin.model import Encoder, kmer_profile
@@ -171,19 +171,20 @@ class Trainer:
                      "or --epochs continues it", st["step"], self.schedule.total, st["epoch"], epochs)
             return {"epochs": st["epoch"], "steps": st["step"], "best_score": st["best"],
                     "best_epoch": st["best_epoch"], "stopped": "finished", "seconds": 0.0}
-        if self.fitted_at_start and st["step"] == 0 and st["best"] is None:
-            self.selection.validate_start()
-        self.model.train()
-        stopped = None
-        while st["epoch"] < epochs and not st["done"] and not self.schedule.done():
-            record, stopped = self.train_epoch()
-            if record is None:  # a stop rule fired inside the epoch
-                self.selection.end_stopped(stopped)
-                break
-            self.selection.end_epoch(record)
-            if stopped:
-                break
-        self.selection.threshold_as_predicted()
+        with shape_free_kernels(self.device, enabled=self.task.varied_shapes()):
+            if self.fitted_at_start and st["step"] == 0 and st["best"] is None:
+                self.selection.validate_start()
+            self.model.train()
+            stopped = None
+            while st["epoch"] < epochs and not st["done"] and not self.schedule.done():
+                record, stopped = self.train_epoch()
+                if record is None:  # a stop rule fired inside the epoch
+                    self.selection.end_stopped(stopped)
+                    break
+                self.selection.end_epoch(record)
+                if stopped:
+                    break
+            self.selection.threshold_as_predicted()
         self.dist.barrier(self.device)
         return {"epochs": st["epoch"] + (st["batch"] > 0), "steps": st["step"], "best_score": st["best"],
                 "best_epoch": st["best_epoch"], "stopped": stopped, "seconds": time.monotonic() - self.schedule.t_start}

@@ -556,3 +556,35 @@ def test_training_steps_replayed_from_a_cuda_graph_equal_eager_steps(tmp_path, m
     assert rel(graphed_losses, eager_losses) < 1e-5, (graphed_losses, eager_losses)
     for k, w in eager_w.items():
         assert rel(graphed_w[k], w) < 1e-4 or (w.norm() == 0 and graphed_w[k].norm() == 0), k
+
+
+@pytest.mark.parametrize("task", ["sequence", "track"])
+def test_cudnn_is_off_while_cropped_sequences_train_and_back_after(tmp_path, monkeypatch, task):
+    """Batches of cropped sequences train without cuDNN (``shape_free_kernels``: a plan per shape), tracks'
+    windows of one shape with it; either way the flag is as before once ``fit`` returns."""
+    from conftest import DATA, ECOLI_BGZ, GUE_TATA
+
+    from genolin.config import DataSpec, Setting
+    from genolin.train import Trainer, configure
+
+    settings = [Setting(k, v, "test") for k, v in (("d_model", 32), ("n_layers", 1), ("max_steps", 2))]
+    if task == "sequence":
+        spec = DataSpec(task="sequence", csv=str(GUE_TATA / "train.csv"))
+        settings.append(Setting("crop_min_bp", 100, "test"))  # cropped batches: widths change through the run
+    else:
+        spec = DataSpec(task="track", fasta=[str(ECOLI_BGZ)], tss=[str(DATA / "ecoli_k12" / "gene_starts.bed")])
+    trainer = Trainer(configure("tiny", settings, spec), spec, tmp_path / "run", device="cuda", progress=False)
+    seen = []
+    epoch = trainer.train_epoch
+
+    def spy():
+        seen.append(torch.backends.cudnn.enabled)
+        return epoch()
+
+    monkeypatch.setattr(trainer, "train_epoch", spy)
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    assert seen and all(flag == (task == "track") for flag in seen)
+    assert torch.backends.cudnn.enabled

@@ -981,3 +981,50 @@ def test_an_optimizer_resumes_with_its_own_implementation(tmp_path):
     v.grad = torch.ones(3)
     fused.step()
     assert float(fused.state[v]["step"]) == 2.0
+
+
+def test_shape_free_kernels_turn_cudnn_off_on_cuda_only_and_restore_it(monkeypatch):
+    import torch
+
+    from genolin.device import shape_free_kernels
+
+    before = torch.backends.cudnn.enabled
+    with shape_free_kernels(torch.device("cpu")):
+        assert torch.backends.cudnn.enabled == before
+    with shape_free_kernels(torch.device("cuda"), enabled=False):
+        assert torch.backends.cudnn.enabled == before
+    with pytest.raises(KeyError), shape_free_kernels(torch.device("cuda")):
+        assert torch.backends.cudnn.enabled is False
+        raise KeyError
+    assert torch.backends.cudnn.enabled == before
+    monkeypatch.setenv("GENOLIN_CUDNN", "1")
+    with shape_free_kernels(torch.device("cuda")):
+        assert torch.backends.cudnn.enabled == before
+
+
+@pytest.mark.parametrize("crop_min_bp", [0, 100])
+def test_training_on_cropped_sequences_asks_for_shape_free_kernels(tmp_path, gue_small, monkeypatch, crop_min_bp):
+    """fit runs inside ``shape_free_kernels``, enabled for cropped sequences (their widths change through the run)."""
+    import contextlib
+
+    import genolin.train
+    from genolin.config import DataSpec, Setting
+    from genolin.train import Trainer, configure
+
+    asked = []
+
+    @contextlib.contextmanager
+    def spy(device, enabled=True):
+        asked.append((device.type, enabled))
+        yield
+
+    monkeypatch.setattr(genolin.train, "shape_free_kernels", spy)
+    spec = DataSpec(task="sequence", csv=str(gue_small / "train.csv"))
+    settings = [Setting(k, v, "test") for k, v in (("d_model", 16), ("n_layers", 1), ("max_steps", 1),
+                                                   ("crop_min_bp", crop_min_bp))]
+    trainer = Trainer(configure("tiny", settings, spec), spec, tmp_path / "run", device="cpu", progress=False)
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    assert asked == [("cpu", crop_min_bp > 0)]

@@ -133,6 +133,11 @@ class Task(ABC):
         """Whether ``collate`` depends on the schedule's progress (then batches are not made ahead of their step)."""
         return False
 
+    def varied_shapes(self) -> bool:
+        """Whether training batches come in widths that keep changing through the run (cropped sequences): then
+        training runs without cuDNN (``genolin.device.shape_free_kernels``), which would plan every new shape."""
+        return False
+
     @classmethod
     def default_views(cls, cfg: TrainConfig) -> tuple[bool, int]:
         """(both strands averaged, shift views) that predict and evaluate use unless told otherwise. Default: the

@@ -357,6 +357,9 @@ class SequenceTask(Task):
     def collate_reads_progress(self) -> bool:
         return self.cfg.crop_min_bp > 0 and self.cfg.crop_growth > 0  # crops grow with the schedule
 
+    def varied_shapes(self) -> bool:
+        return self.cfg.crop_min_bp > 0  # widths drawn per batch (measured there; other sets keep cuDNN)
+
     def collate(self, items: list[int], rng: np.random.Generator | None, progress: float = 1.0) -> Batch:
         cfg = self.cfg
         crop = None
