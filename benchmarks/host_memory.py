@@ -3,7 +3,7 @@ of the set, and the bytes each further base costs.
 
 Each set is N random sequences of --length bp (labels 0/1 alternating) written as a CSV; each run is
 `genolin -q train --csv SET --max-steps STEPS --device D` (the preset's long-sequence recipe; one step by default,
-or a whole run's worth with validations between) in a process of its own, whose peak RSS the kernel reports
+or a whole run's worth; no validation set) in a process of its own, whose peak RSS the kernel reports
 (wait4). The slope between two sizes is the memory a base costs; the fixed part (Python, torch, the model) cancels.
 Against one step, more steps show what a run adds as it goes.
 
