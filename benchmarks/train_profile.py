@@ -24,6 +24,7 @@ Writes PREFIX.json, PREFIX.md (the tables) and PREFIX_<recipe>_<variant>.txt (th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -89,8 +90,16 @@ def yaml_value(text: str):
 
 
 def epoch(trainer: Trainer) -> dict:
-    """One training epoch (no validation) -> its record."""
-    record, _ = trainer.train_epoch()
+    """One training epoch (no validation) -> its record; with the kernels ``Trainer.fit`` would choose (cropped
+    sequences without cuDNN, where this genolin has ``shape_free_kernels``)."""
+    try:
+        from genolin.device import shape_free_kernels
+
+        kernels = shape_free_kernels(trainer.device, enabled=trainer.task.varied_shapes())
+    except (ImportError, AttributeError):  # an older genolin (a "before" run)
+        kernels = contextlib.nullcontext()
+    with kernels:
+        record, _ = trainer.train_epoch()
     trainer.state["epoch"], trainer.state["batch"] = trainer.state["epoch"] + 1, 0
     return record
 

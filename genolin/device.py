@@ -116,12 +116,11 @@ def shape_free_kernels(device: torch.device, enabled: bool = True):
     if device.type != "cuda" or not enabled or os.environ.get("GENOLIN_CUDNN") == "1":
         yield
         return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    before = torch.backends.cudnn.enabled
-    torch.backends.cudnn.enabled = False
+    convolutions, attention = torch.backends.cudnn.enabled, torch.backends.cuda.cudnn_sdp_enabled()
     try:
-        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-            yield
+        torch.backends.cudnn.enabled = False
+        torch.backends.cuda.enable_cudnn_sdp(False)  # the other attention backends as they were
+        yield
     finally:
-        torch.backends.cudnn.enabled = before
+        torch.backends.cudnn.enabled = convolutions
+        torch.backends.cuda.enable_cudnn_sdp(attention)

@@ -567,6 +567,7 @@ def test_cudnn_is_off_while_cropped_sequences_train_and_back_after(tmp_path, mon
     from genolin.config import DataSpec, Setting
     from genolin.train import Trainer, configure
 
+    monkeypatch.delenv("GENOLIN_CUDNN", raising=False)
     settings = [Setting(k, v, "test") for k, v in (("d_model", 32), ("n_layers", 1), ("max_steps", 2))]
     if task == "sequence":
         spec = DataSpec(task="sequence", csv=str(GUE_TATA / "train.csv"))
@@ -578,7 +579,7 @@ def test_cudnn_is_off_while_cropped_sequences_train_and_back_after(tmp_path, mon
     epoch = trainer.train_epoch
 
     def spy():
-        seen.append(torch.backends.cudnn.enabled)
+        seen.append(torch.backends.cudnn.enabled and torch.backends.cuda.cudnn_sdp_enabled())
         return epoch()
 
     monkeypatch.setattr(trainer, "train_epoch", spy)
@@ -587,4 +588,4 @@ def test_cudnn_is_off_while_cropped_sequences_train_and_back_after(tmp_path, mon
     finally:
         trainer.close()
     assert seen and all(flag == (task == "track") for flag in seen)
-    assert torch.backends.cudnn.enabled
+    assert torch.backends.cudnn.enabled and torch.backends.cuda.cudnn_sdp_enabled()

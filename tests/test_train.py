@@ -984,47 +984,70 @@ def test_an_optimizer_resumes_with_its_own_implementation(tmp_path):
 
 
 def test_shape_free_kernels_turn_cudnn_off_on_cuda_only_and_restore_it(monkeypatch):
+    """cuDNN's convolutions and attention off inside on CUDA, the other attention backends untouched; every flag
+    back afterwards, also after an exception; a no-op on a CPU, when not enabled, and with GENOLIN_CUDNN=1."""
     import torch
 
     from genolin.device import shape_free_kernels
 
-    before = torch.backends.cudnn.enabled
-    with shape_free_kernels(torch.device("cpu")):
-        assert torch.backends.cudnn.enabled == before
-    with shape_free_kernels(torch.device("cuda"), enabled=False):
-        assert torch.backends.cudnn.enabled == before
-    with pytest.raises(KeyError), shape_free_kernels(torch.device("cuda")):
-        assert torch.backends.cudnn.enabled is False
-        raise KeyError
-    assert torch.backends.cudnn.enabled == before
-    monkeypatch.setenv("GENOLIN_CUDNN", "1")
-    with shape_free_kernels(torch.device("cuda")):
-        assert torch.backends.cudnn.enabled == before
+    monkeypatch.delenv("GENOLIN_CUDNN", raising=False)
+    cuda = torch.backends.cuda
+
+    def flags():
+        return (torch.backends.cudnn.enabled, cuda.cudnn_sdp_enabled(), cuda.flash_sdp_enabled(),
+                cuda.mem_efficient_sdp_enabled(), cuda.math_sdp_enabled())
+
+    cuda.enable_math_sdp(False)  # a user's choice the context must keep
+    try:
+        before = flags()
+        assert before[:2] == (True, True)
+        with shape_free_kernels(torch.device("cpu")):
+            assert flags() == before
+        with shape_free_kernels(torch.device("cuda"), enabled=False):
+            assert flags() == before
+        with pytest.raises(KeyError), shape_free_kernels(torch.device("cuda")):
+            assert flags() == (False, False, *before[2:])
+            raise KeyError
+        assert flags() == before
+        monkeypatch.setenv("GENOLIN_CUDNN", "1")
+        with shape_free_kernels(torch.device("cuda")):
+            assert flags() == before
+    finally:
+        cuda.enable_math_sdp(True)
 
 
 @pytest.mark.parametrize("crop_min_bp", [0, 100])
 def test_training_on_cropped_sequences_asks_for_shape_free_kernels(tmp_path, gue_small, monkeypatch, crop_min_bp):
-    """fit runs inside ``shape_free_kernels``, enabled for cropped sequences (their widths change through the run)."""
+    """fit trains inside ``shape_free_kernels``, enabled for cropped sequences (their widths change through the run)."""
     import contextlib
 
     import genolin.train
     from genolin.config import DataSpec, Setting
     from genolin.train import Trainer, configure
 
-    asked = []
+    asked, inside, epochs = [], [], []
 
     @contextlib.contextmanager
     def spy(device, enabled=True):
         asked.append((device.type, enabled))
+        inside.append(True)
         yield
+        inside.pop()
 
     monkeypatch.setattr(genolin.train, "shape_free_kernels", spy)
     spec = DataSpec(task="sequence", csv=str(gue_small / "train.csv"))
     settings = [Setting(k, v, "test") for k, v in (("d_model", 16), ("n_layers", 1), ("max_steps", 1),
                                                    ("crop_min_bp", crop_min_bp))]
     trainer = Trainer(configure("tiny", settings, spec), spec, tmp_path / "run", device="cpu", progress=False)
+    epoch = trainer.train_epoch
+
+    def train_epoch():
+        epochs.append(bool(inside))
+        return epoch()
+
+    monkeypatch.setattr(trainer, "train_epoch", train_epoch)
     try:
         trainer.fit()
     finally:
         trainer.close()
-    assert asked == [("cpu", crop_min_bp > 0)]
+    assert asked == [("cpu", crop_min_bp > 0)] and epochs == [True]

@@ -135,7 +135,8 @@ class Task(ABC):
 
     def varied_shapes(self) -> bool:
         """Whether training batches come in widths that keep changing through the run (cropped sequences): then
-        training runs without cuDNN (``genolin.device.shape_free_kernels``), which would plan every new shape."""
+        training and its validations run without cuDNN (``genolin.device.shape_free_kernels``), which would plan
+        every new shape."""
         return False
 
     @classmethod
