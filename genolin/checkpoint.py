@@ -246,6 +246,11 @@ def _check_state(path: Path, state: dict) -> None:
             raise InputError(path, f"corrupt trainer state: {key!r} is {value!r}")
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise InputError(path, f"corrupt trainer state: {key!r} is {value!r}")
+    rest = state["optimizer"]  # save_optimizer's JSON part: a dict per parameter group, the scalars by name
+    groups, scalars = rest.get("param_groups"), rest.get("scalars", {})
+    if not (isinstance(groups, list) and groups and all(isinstance(g, dict) for g in groups)
+            and isinstance(scalars, dict)):
+        raise InputError(path, f"corrupt trainer state: 'optimizer' is {rest!r}"[:300])
     files = state.get("files")
     if files is not None and not all(isinstance(files.get(k), str) and ".." not in files[k]
                                      for k in ("weights", "optimizer")):
@@ -410,7 +415,9 @@ def load_optimizer(path: str | os.PathLike, optimizer: torch.optim.Optimizer, re
     tensors, _ = load_tensors(path)
     state: dict[int, dict] = {}
     for name, value in list(tensors.items()) + list(rest.get("scalars", {}).items()):
-        index, key = name.split(".", 1)
+        index, _, key = name.partition(".")
+        if not (index.isdigit() and key):
+            raise InputError(path, f"corrupt optimizer state: an entry named {name!r} (expected INDEX.KEY)")
         state.setdefault(int(index), {})[key] = value
     # how the running optimizer steps (fused on CUDA, foreach elsewhere) is its own, not the saving run's: a run
     # checkpointed on a CPU or before fused AdamW resumes fused, its step counts moved to the device

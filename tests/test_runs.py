@@ -259,3 +259,32 @@ def test_runs_store_their_threshold_and_call_density_and_predict_uses_them(tmp_p
     r = run("evaluate", "--model", out, "--fasta", ecoli_30k / "g.fa", "--tss", ecoli_30k / "tss.bed",
             "--threshold", "0.25", "--out", tmp_path / "ev")
     assert r.exit_code == 0 and json.loads((tmp_path / "ev" / "metrics.json").read_text())["calls"]["threshold"] == 0.25
+
+
+@pytest.mark.parametrize("optimizer", [{}, {"param_groups": []}, {"param_groups": [1]},
+                                       {"param_groups": [{}], "scalars": []}])
+def test_a_trainer_state_with_a_damaged_optimizer_part_is_named(tmp_path, optimizer):
+    """--resume on a trainer_state.json whose optimizer part is not save_optimizer's: one line naming the file."""
+    from genolin.checkpoint import _check_state
+    from genolin.errors import InputError
+
+    state = {"epoch": 1, "batch": 0, "step": 4, "best": 0.5, "best_epoch": 1, "bad_epochs": 0, "done": False,
+             "optimizer": {"param_groups": [{"lr": 1e-3}], "scalars": {}}}
+    _check_state(tmp_path / "trainer_state.json", state)  # as written
+    with pytest.raises(InputError, match="trainer_state.json.*'optimizer'"):
+        _check_state(tmp_path / "trainer_state.json", {**state, "optimizer": optimizer})
+
+
+def test_an_optimizer_file_with_an_entry_of_another_name_is_named(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from genolin.checkpoint import load_optimizer
+    from genolin.errors import InputError
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    save_file({"exp_avg": torch.zeros(2)}, str(tmp_path / "optimizer.safetensors"))
+    with pytest.raises(InputError, match="optimizer.safetensors.*'exp_avg'"):
+        load_optimizer(tmp_path / "optimizer.safetensors", optimizer,
+                       {"param_groups": optimizer.state_dict()["param_groups"]})
