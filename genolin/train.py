@@ -171,7 +171,6 @@ class Trainer:
                      "or --epochs continues it", st["step"], self.schedule.total, st["epoch"], epochs)
             return {"epochs": st["epoch"], "steps": st["step"], "best_score": st["best"],
                     "best_epoch": st["best_epoch"], "stopped": "finished", "seconds": 0.0}
-        # the flags are read as kernels launch (and as torch.compile first traces the blocks, which is in here)
         with shape_free_kernels(self.device, enabled=self.task.varied_shapes()):
             if self.fitted_at_start and st["step"] == 0 and st["best"] is None:
                 self.selection.validate_start()
