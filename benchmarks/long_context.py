@@ -322,6 +322,13 @@ def epoch_records(run: Path) -> list[dict]:
     return out
 
 
+def best_epochs(runs: list[dict]) -> str:
+    """Each run's kept epoch (from --seeds' order), and how many of them memorised: "2, 2, 5 (2 of 3)"."""
+    kept = ", ".join("-" if g.get("best_epoch") is None else str(g["best_epoch"]) for g in runs)
+    flagged = sum(bool(g.get("memorising")) for g in runs)
+    return f"{kept} ({flagged} of {len(runs)})" if runs else ""
+
+
 def metrics_lines(run: Path) -> list[dict]:
     path = run / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
@@ -353,11 +360,14 @@ def pooling_prior(run: Path) -> dict:
 
 
 def run_progress(run: Path) -> dict:
-    """Optimizer steps taken and the stop rule that ended training early, if one did (an epoch cut short by
-    --max-minutes leaves no epoch record, only a 'stopped' one)."""
+    """Optimizer steps taken, the stop rule that ended training early if one did (an epoch cut short by
+    --max-minutes leaves no epoch record, only a 'stopped' one), the epoch whose weights the run kept (best_epoch;
+    0: the starting model) and whether the trainer found the run memorising at some epoch."""
     lines = metrics_lines(run)
     return {"steps": max((r.get("step") or 0 for r in lines), default=0),
-            "stopped": next((r["stopped"] for r in reversed(lines) if r.get("stopped")), None)}
+            "stopped": next((r["stopped"] for r in reversed(lines) if r.get("stopped")), None),
+            "best_epoch": next((r["best_epoch"] for r in reversed(lines) if "best_epoch" in r), None),
+            "memorising": any(r.get("memorising") for r in lines)}
 
 
 def run_settings(run: Path) -> dict:
@@ -535,14 +545,17 @@ def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], basel
                   "MCC, AUROC x 100 and accuracy %, mean +- sample sd over seeds. genolin decides at the threshold "
                   "its run chose on dev (max MCC); the k-mer LR (the central 1 kb of the same windows) at 0.5 and, "
                   "in brackets, at its own max-MCC dev threshold, the one `genolin - LR` compares with. Epochs: "
-                  "completed ones (steps: optimizer steps). Train s: wall seconds of `genolin train`; tokens/s and "
+                  "completed ones (steps: optimizer steps). Best: the epoch whose weights each run kept (best dev "
+                  "MCC), with the runs the trainer found memorising (dev not improved for 3 epochs while the training "
+                  "loss fell by a quarter). Train s: wall seconds of `genolin train`; tokens/s and "
                   "seq/s: mean over the runs' last completed epochs; peak: the trainer's peak memory (GiB; CUDA "
                   "tensors on a GPU, peak RSS on CPU). Test s: wall seconds of `genolin evaluate` ("
                   + ("one view: the sequences as given, --one-view)." if args.one_view else
                      "its default views: both strands and shifts for runs trained with reverse complements)."),
                   "", "| held out | L (bp) | model | MCC | AUROC | accuracy | LR MCC | genolin - LR MCC | train s | "
-                  "epochs (steps) | tokens/s | seq/s | peak GiB | test s | test n (pos) | failures |",
-                  "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  "epochs (steps) | best (memorising) | tokens/s | seq/s | peak GiB | test s | test n (pos) | "
+                  "failures |",
+                  "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
     for held in args.held_out:
         b = baselines.get(held)
         for r in (r for r in rows if r["held_out"] == held):
@@ -562,7 +575,7 @@ def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], basel
                 f"{fmt(100 * (mcc - b['test_mcc_dev_threshold']) if b and mcc is not None else None, '+.2f')} | "
                 f"{fmt(mean_of(g.get('train_seconds') for g in r['genolin']), '.0f')} | "
                 f"{fmt(mean_of(len(g['epochs']) for g in r['genolin']), '.1f')} "
-                f"({fmt(mean_of(g.get('steps') for g in r['genolin']), '.0f')}) | "
+                f"({fmt(mean_of(g.get('steps') for g in r['genolin']), '.0f')}) | {best_epochs(r['genolin'])} | "
                 f"{fmt(mean_of(e['tokens_per_s'] for e in last), ',.0f')} | {fmt(mean_of(seq_s), '.2f')} | "
                 f"{fmt(max(peaks) if peaks else None, '.2f')} | "
                 f"{fmt(mean_of(g.get('evaluate_seconds') for g in r['genolin']), '.0f')} | "
@@ -572,7 +585,7 @@ def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], basel
             cells = [held, "central 1,000", f"k-mer LR (k 1..6, C {b['C']:g} on dev)",
                      f"{100 * b['test_mcc']:.2f} ({100 * b['test_mcc_dev_threshold']:.2f})",
                      f"{100 * b['test_auroc']:.2f}", f"{100 * b['test_accuracy']:.2f}", "", "", f"{b['seconds']:.0f}",
-                     "", "", "", "", "", f"{b['n_test']} ({b['n_test_pos']})", ""]
+                     "", "", "", "", "", "", f"{b['n_test']} ({b['n_test_pos']})", ""]
             lines.append("| " + " | ".join(cells) + " |")
     scored_at = [(r, g) for r in rows for g in r["genolin"] if g.get("test_at")]
     if scored_at:

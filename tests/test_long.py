@@ -590,6 +590,9 @@ def test_the_long_context_benchmark_runs_end_to_end(tmp_path):
     assert 0 <= long_run["test_at"]["1000"]["auroc"] <= 1
     assert "test_at" not in next(r for r in rows if r["length"] == 1000)["genolin"][0]
     assert isinstance(long_run["pool_slope"], float)  # the long recipe's learned slope, read from its weights
+    assert isinstance(long_run["best_epoch"], int) and isinstance(long_run["memorising"], bool)  # the kept weights
+    table = out.with_suffix(".md").read_text()
+    assert "| best (memorising) |" in table and f"| {long_run['best_epoch']} (" in table
     assert "scored at (bp)" in out.with_suffix(".md").read_text()
     assert "design document 000" in out.with_suffix(".md").read_text().lower()
 
