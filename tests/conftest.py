@@ -28,6 +28,22 @@ NEEDS_COMPILER = pytest.mark.skipif(not (shutil.which("c++") or shutil.which("g+
                                     reason="torch.compile on a CPU needs a C++ compiler")
 
 
+def fit_watching(trainer, monkeypatch, probe) -> list:
+    """Run ``trainer.fit()`` (then close the trainer) -> ``probe()``'s value as each training epoch starts."""
+    seen, epoch = [], trainer.train_epoch
+
+    def watched():
+        seen.append(probe())
+        return epoch()
+
+    monkeypatch.setattr(trainer, "train_epoch", watched)
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    return seen
+
+
 def shared_file(relative: str) -> Path:
     """A file under ../shared/data, or skip the test with the reason when it is not there."""
     path = SHARED / relative

@@ -562,7 +562,7 @@ def test_training_steps_replayed_from_a_cuda_graph_equal_eager_steps(tmp_path, m
 def test_cudnn_is_off_while_cropped_sequences_train_and_back_after(tmp_path, monkeypatch, task):
     """Batches of cropped sequences train without cuDNN (``shape_free_kernels``: a plan per shape), tracks'
     windows of one shape with it; either way the flag is as before once ``fit`` returns."""
-    from conftest import DATA, ECOLI_BGZ, GUE_TATA
+    from conftest import DATA, ECOLI_BGZ, GUE_TATA, fit_watching
 
     from genolin.config import DataSpec, Setting
     from genolin.train import Trainer, configure
@@ -575,17 +575,7 @@ def test_cudnn_is_off_while_cropped_sequences_train_and_back_after(tmp_path, mon
     else:
         spec = DataSpec(task="track", fasta=[str(ECOLI_BGZ)], tss=[str(DATA / "ecoli_k12" / "gene_starts.bed")])
     trainer = Trainer(configure("tiny", settings, spec), spec, tmp_path / "run", device="cuda", progress=False)
-    seen = []
-    epoch = trainer.train_epoch
-
-    def spy():
-        seen.append(torch.backends.cudnn.enabled and torch.backends.cuda.cudnn_sdp_enabled())
-        return epoch()
-
-    monkeypatch.setattr(trainer, "train_epoch", spy)
-    try:
-        trainer.fit()
-    finally:
-        trainer.close()
+    seen = fit_watching(trainer, monkeypatch,
+                        lambda: torch.backends.cudnn.enabled and torch.backends.cuda.cudnn_sdp_enabled())
     assert seen and all(flag == (task == "track") for flag in seen)
     assert torch.backends.cudnn.enabled and torch.backends.cuda.cudnn_sdp_enabled()

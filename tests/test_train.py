@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import DATA, ECOLI_BGZ, FIXTURES, GUE_TATA
+from conftest import DATA, ECOLI_BGZ, FIXTURES, GUE_TATA, fit_watching
 
 from genolin.cli import cli
 from genolin.io.bed import Interval
@@ -1025,7 +1025,7 @@ def test_training_on_cropped_sequences_asks_for_shape_free_kernels(tmp_path, gue
     from genolin.config import DataSpec, Setting
     from genolin.train import Trainer, configure
 
-    asked, inside, epochs = [], [], []
+    asked, inside = [], []
 
     @contextlib.contextmanager
     def spy(device, enabled=True):
@@ -1039,15 +1039,5 @@ def test_training_on_cropped_sequences_asks_for_shape_free_kernels(tmp_path, gue
     settings = [Setting(k, v, "test") for k, v in (("d_model", 16), ("n_layers", 1), ("max_steps", 1),
                                                    ("crop_min_bp", crop_min_bp))]
     trainer = Trainer(configure("tiny", settings, spec), spec, tmp_path / "run", device="cpu", progress=False)
-    epoch = trainer.train_epoch
-
-    def train_epoch():
-        epochs.append(bool(inside))
-        return epoch()
-
-    monkeypatch.setattr(trainer, "train_epoch", train_epoch)
-    try:
-        trainer.fit()
-    finally:
-        trainer.close()
+    epochs = fit_watching(trainer, monkeypatch, lambda: bool(inside))
     assert asked == [("cpu", crop_min_bp > 0)] and epochs == [True]
