@@ -141,11 +141,23 @@ def heavy_imports():
 def main() -> None:
     """Console-script entry point. When the command is done, the objects it made are frozen out of the garbage
     collector's reach (``gc.freeze``): the interpreter's exit would otherwise walk all of them, about 0.5 s after a
-    prediction on 2 cores (files are closed and renamed by then; atexit handlers still run)."""
+    prediction on 2 cores (files are closed and renamed by then; atexit handlers still run). Not where Triton's
+    native module is loaded and built with nanobind (Triton 3.9; training loads it through torch's optimizer, GPU
+    prediction through the kernels): nanobind lists every instance alive at exit, dozens of "leaked" lines, so
+    there the exit frees them."""
     global OWNS_PROCESS
     OWNS_PROCESS = True
     try:
         cli(prog_name="genolin")
     finally:
         OWNS_PROCESS = False
-        gc.freeze()
+        if nanobind_triton():
+            gc.unfreeze()  # heavy_imports' freeze too: what the imports made is what nanobind would list
+        else:
+            gc.freeze()
+
+
+def nanobind_triton() -> bool:
+    """Whether Triton's native module is loaded and its types are nanobind's (Triton 3.9; 3.6 used pybind11)."""
+    ir = getattr(sys.modules.get("triton._C.libtriton"), "ir", None)
+    return type(type(getattr(ir, "context", None))).__module__ == "nanobind"
