@@ -207,10 +207,10 @@ PRESETS: dict[str, dict[str, dict]] = {
         "common": dict(lr=1e-3, warmup_steps=200, model=dict(d_model=128, n_layers=4, n_heads=4, favor_features=64)),
         "sequence": dict(k=1, stride=1, batch_size=64, epochs=15, patience=10,
                          model=dict(stem_kernel=15, mixer="synthesizer")),
-        # cropped inputs (LONG_CROP_BP and more) train 2 epochs: since the first epoch's short crops took seconds,
-        # the time budget ran 6 epochs that memorised (E. coli held out: AUROC 74.4 +- 2.5 against 77.0 +- 0.2 at
-        # the 1.5 epochs it had held before); 2 epochs 77.4 +- 0.8, ahead of 3 on dev at every seed
-        # (docs/benchmarks.md, "The recipe after the training speed-ups")
+        # inputs trained on crops (crop_min_bp: by default from LONG_CROP_BP) train 2 epochs: since the first
+        # epoch's short crops took seconds, the time budget ran 6 epochs that memorised (E. coli held out: AUROC
+        # 74.4 +- 2.5 against 77.0 +- 0.2 at the 1.5 epochs it had held before); 2 epochs 77.4 +- 0.8, ahead of 3 on
+        # dev at every seed (docs/benchmarks.md, "The schedule for cropped inputs")
         "sequence_long": dict(k=1, stride=1, batch_size=32, max_tokens=2**18, epochs=15, patience=5, max_minutes=10,
                               ema_decay=LONG_EMA, model=dict(mixer="hybrid", **LONG_HEAD), cropped=dict(epochs=2)),
         # 8 windows x 2,250 steps: on held-out genomes (three seeds) ahead of the 16 x 20,000 before, which memorised

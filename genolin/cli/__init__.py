@@ -160,4 +160,4 @@ def main() -> None:
 def nanobind_triton() -> bool:
     """Whether Triton's native module is loaded and its types are nanobind's (Triton 3.9; 3.6 used pybind11)."""
     ir = getattr(sys.modules.get("triton._C.libtriton"), "ir", None)
-    return type(type(getattr(ir, "context", None))).__module__ == "nanobind"
+    return any(type(v).__module__ == "nanobind" for v in vars(ir).values() if isinstance(v, type)) if ir else False
