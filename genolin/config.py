@@ -418,8 +418,7 @@ def _fit_recipe(values: dict, user: dict, longest_bp: int | None, cropped: dict)
     token) and no pooled stem; no pooled stem without a stem wide enough, or with masked-token training (its
     targets are per token); whole-block recompute above CHECKPOINT_TOKENS tokens after the stem; centre crops
     from CROP_MIN_BP for inputs of LONG_CROP_BP and more, and with crops the section's ``cropped`` settings (its
-    schedule); no position bins under mean pooling, and no starting
-    power without the distance slope."""
+    schedule); no position bins under mean pooling, and no starting power without the distance slope."""
     pool = values.get("model.stem_pool", 1)
     if values["k"] > 1 and "model.stem_pool" not in user:
         if "stride" not in user:
