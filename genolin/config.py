@@ -226,9 +226,9 @@ PRESETS: dict[str, dict[str, dict]] = {
         "sequence": dict(k=1, stride=1, batch_size=32, epochs=30, patience=10,
                          model=dict(stem_kernel=15, mixer="synthesizer")),
         # the MLP recomputed in backward: the fastest recompute setting within 2 GiB per 100 kbp sequence
-        # (docs/benchmarks.md, "Long-context classification"). Cropped inputs train 2 epochs, as small's: 30 epochs
-        # memorised by the sixth (E. coli held out: AUROC 71.5 +- 1.4 against 77.7 +- 0.3 at 2 epochs; C. jejuni,
-        # a reduced set, within noise; docs/benchmarks.md, "base's long recipe: 2 epochs too")
+        # (docs/benchmarks.md, "Long-context classification"). Cropped inputs train 2 epochs, as small's: with 30
+        # every run memorised by its fifth and kept its first or second (E. coli held out: AUROC 71.5 +- 1.4 against
+        # 77.7 +- 0.3 at 2 epochs; C. jejuni, a reduced set, within noise; docs/benchmarks.md, "base's long recipe")
         "sequence_long": dict(k=1, stride=1, batch_size=32, max_tokens=2**18, epochs=30, patience=5, max_minutes=15,
                               ema_decay=LONG_EMA, model=dict(mixer="hybrid", checkpoint_mlp=True, **LONG_HEAD),
                               cropped=dict(epochs=2)),
