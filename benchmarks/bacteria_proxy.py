@@ -75,6 +75,9 @@ GENOMES = {name: (pair, cls, phylum, complete) for name, (pair, _, cls, phylum, 
 SCORED = [g for g, (_, _, _, complete) in GENOMES.items() if complete]
 # held out together; each scored genome once. Near ones keep a relative of their class in training
 FOLDS = {"A": ("ecoli", "ccrescentus"), "B": ("bacillus", "cjejuni", "selongatus"), "C": ("saureus", "mtuberculosis")}
+# recipe keys that are no training setting: the recipe's preset (default --preset) and its teachers ("A+B": the runs
+# of recipes A and B of the same fold and seed, or with --ready a bundled model or run folder; genolin train --teacher)
+RECIPE_KEYS = ("preset", "teacher")
 QUICK = {"preset": "tiny", "seeds": "0", "folds": "A", "max_minutes": 1.0,
          "recipe": ["shipped:steps=20,val_every_steps=10", "s1:steps=20,val_every_steps=10,stride=1,tolerance_bins=1"]}
 
@@ -105,16 +108,20 @@ class Runner:
         return {**os.environ, "OMP_NUM_THREADS": str(self.args.threads), **only_gpu(gpu)}
 
     def train(self, run_dir: Path, genomes: list[tuple[str, str]], settings: dict, seed: int, log: Path,
-              gpu: int | None, init: str | None = None) -> float | None:
-        """Train into run_dir unless it finished there; its seconds (None: found done)."""
+              gpu: int | None, init: str | None = None, teachers: list[str] = ()) -> float | None:
+        """Train into run_dir unless it finished there; its seconds (None: found done). A recipe's ``preset`` key
+        replaces --preset; ``teachers``: run directories or models to distil from (``genolin train --teacher``)."""
         if (run_dir / "trainer_state.json").exists():
             return None
+        preset = settings.get("preset", self.args.preset)
+        settings = {k: v for k, v in settings.items() if k not in RECIPE_KEYS}
         pairs = [a for fa, bed in genomes for a in ("--fasta", fa, "--tss", bed)]
         sets = [a for k, v in {**settings, **dict(s.split("=", 1) for s in self.args.set)}.items()
                 for a in ("--set", f"{k}={v}")]
-        start = ["--init", init] if init else ["--preset", self.args.preset]
-        return run([*self.py, "train", *pairs, *start, *sets, "--device", self.args.device, "--seed", str(seed),
-                    "--max-minutes", str(self.args.max_minutes), "--out", str(run_dir)], log, self.env(gpu))
+        start = ["--init", init] if init else ["--preset", preset]
+        return run([*self.py, "train", *pairs, *start, *sets, *[a for t in teachers for a in ("--teacher", str(t))],
+                    "--device", self.args.device, "--seed", str(seed), "--max-minutes", str(self.args.max_minutes),
+                    "--out", str(run_dir)], log, self.env(gpu))
 
     def evaluate(self, run_dir: Path, pair: tuple[str, str], out: Path, log: Path, gpu: int | None) -> dict:
         """``genome_row`` of the run on one genome (evaluated unless found in ``out``)."""
@@ -152,6 +159,38 @@ class Runner:
         return {**genome_row(gm), "members": gm["members"]}
 
 
+def teachers_of(settings: dict) -> list[str]:
+    """The recipes or models a recipe distils from (its "teacher" key, members joined by +)."""
+    return [t for t in settings.get("teacher", "").split("+") if t]
+
+
+def teacher_runs(runner: Runner, settings: dict, where: str) -> list[str]:
+    """The teacher runs of a recipe trained in ``where`` (fold{F}_seed{S} or ready_seed{S}): each teacher recipe's
+    run of the same fold and seed; a name that is no recipe (a bundled model, a run folder) as it is."""
+    recipes = runner.args.recipes
+    return [str(Path(runner.args.work) / t / where / "run") if t in recipes else t for t in teachers_of(settings)]
+
+
+def check_teachers(recipes: dict, ready: bool, folds: bool) -> None:
+    """Exit naming a recipe whose teacher would leak a held-out genome (a model that is no recipe of the same fold,
+    in fold runs: a bundled model learnt from every genome but E. coli) or is itself a distilled recipe later in
+    the order (teachers train first)."""
+    for name, settings in recipes.items():
+        for t in teachers_of(settings):
+            if t not in recipes and folds:
+                sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} is no recipe; a fold's teacher must be "
+                         f"trained without the fold's genomes (give a model only with --ready and --folds none)")
+            if t == name or (t in recipes and list(recipes).index(t) > list(recipes).index(name)):
+                sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} must be a recipe given before it")
+            if t not in recipes and not ready:
+                sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} (a model) needs --ready")
+
+
+def place_of(label: list) -> tuple:
+    """(fold, seed) of a fold_run's job label [name, recipe, fold, seed], ("ready", seed) of a ready_run's."""
+    return (label[2], label[3]) if label[0] == "fold_run" else ("ready", label[2])
+
+
 def run_record(run_dir: Path) -> dict:
     """A finished training's steps, validation and memorisation flags."""
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -167,7 +206,8 @@ def fold_run(runner: Runner, recipe: str, settings: dict, fold: str, seed: int, 
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
     trained = [g for g in GENOMES if g not in FOLDS[fold]]
-    seconds = runner.train(run_dir, [runner.data[g] for g in trained], settings, seed, log, gpu)
+    seconds = runner.train(run_dir, [runner.data[g] for g in trained], settings, seed, log, gpu,
+                           teachers=teacher_runs(runner, settings, f"fold{fold}_seed{seed}"))
     row = {"kind": "fold", "recipe": recipe, "settings": settings, "fold": fold, "seed": seed, "trained_on": trained,
            "train_seconds": seconds, **run_record(run_dir), "genomes": {}}
     for g in FOLDS[fold]:
@@ -262,7 +302,8 @@ def ready_run(runner: Runner, recipe: str, settings: dict, seed: int, gpu: int |
     work = Path(runner.args.work) / recipe / f"ready_seed{seed}"
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
-    seconds = runner.train(run_dir, [runner.data[g] for g in READY], settings, seed, log, gpu)
+    seconds = runner.train(run_dir, [runner.data[g] for g in READY], settings, seed, log, gpu,
+                           teachers=teacher_runs(runner, settings, f"ready_seed{seed}"))
     row = {"kind": "ready", "recipe": recipe, "settings": settings, "seed": seed, "trained_on": READY,
            "train_seconds": seconds, "run_dir": str(run_dir), **run_record(run_dir),
            "genomes": {"ecoli": runner.evaluate(run_dir, runner.data["ecoli"], work / "eval_ecoli", log, gpu)}}
@@ -466,6 +507,9 @@ def main() -> None:
             setattr(args, key, value)
     args.work = args.work or tempfile.mkdtemp(prefix="bacteria_proxy_")
     recipes = dict(parse_recipe(r) for r in args.recipe)
+    args.recipes = recipes
+    fold_names = [] if args.folds == "none" else args.folds.split(",")
+    check_teachers(recipes, args.ready, bool(fold_names))
     ensembles = dict(parse_ensemble(e, recipes) for e in args.ensemble)
     runner = Runner(args, data_paths(Path(args.shared)))
     first = next(iter(recipes))
@@ -474,9 +518,11 @@ def main() -> None:
     if unknown:
         sys.exit(f"bacteria_proxy: --finetune {','.join(unknown)}: not a scored genome ({', '.join(SCORED)})")
     seeds = [int(s) for s in str(args.seeds).split(",")]
-    jobs = [(fold_run, name, s, fold, seed) for seed in seeds for name, s in recipes.items()
-            for fold in args.folds.split(",")]
-    jobs += [(ready_run, name, s, 0) for name, s in recipes.items()] if args.ready else []
+    jobs = [(fold_run, name, s, fold, seed) for seed in seeds for name, s in recipes.items() for fold in fold_names]
+    jobs += [(ready_run, name, s, seed) for seed in seeds for name, s in recipes.items()] if args.ready else []
+    # a distilled recipe's job waits until its teacher recipes' runs of the same fold and seed have finished
+    later = [j for j in jobs if any(t in recipes for t in teachers_of(j[2]))]
+    jobs = [j for j in jobs if j not in later]
     meta = {**run_metadata("bacteria_proxy", {k: v for k, v in vars(args).items() if k != "recipe"}),
             "recipes": recipes, "ensembles": ensembles, "folds": FOLDS}
     rows, failed = [], []
@@ -495,26 +541,42 @@ def main() -> None:
     slots = GpuSlots(args.parallel, args.gpus)
     text = "no run finished\n"
     with cf.ThreadPoolExecutor(args.parallel) as pool:
-        futures = {pool.submit(slots.run, job[0], runner, *job[1:]): job for job in jobs}
-        # fine-tuning starts once its fold model (first recipe, seed 0) is trained, an ensemble once its members are
-        waiting: dict[cf.Future, list] = {}
-        for f in cf.as_completed(futures):
-            job = futures[f]
-            collect(f, [job[0].__name__, *job[1:2], *job[3:]], rows, failed)
-            if job[0] is fold_run and job[1] == first and job[4] == 0:
-                for g in (g for g in tuned if g in FOLDS[job[3]]):
-                    waiting[pool.submit(slots.run, finetune_run, runner, first, recipes[first], g)] = \
-                        ["finetune_run", first, g]
-            if job[0] is fold_run:
-                done = {r["recipe"]: r for r in rows if r["kind"] == "fold" and (r["fold"], r["seed"]) == job[3:5]}
+        pending = {pool.submit(slots.run, job[0], runner, *job[1:]): [job[0].__name__, *job[1:2], *job[3:]]
+                   for job in jobs}
+        finished: set[tuple] = set()  # (recipe, fold or "ready", seed) of the trainings done
+
+        def submit(fn, *job_args, label):
+            pending[pool.submit(slots.run, fn, runner, *job_args)] = label
+
+        while pending:
+            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for f in done:
+                label = pending.pop(f)
+                collect(f, label, rows, failed)
+                text = write()
+                if label[0] not in ("fold_run", "ready_run") or f.exception() is not None:
+                    continue
+                recipe, place = label[1], place_of(label)
+                finished.add((recipe, *place))
+                # a distilled recipe once its teacher recipes of the same fold and seed are trained
+                for student in [j for j in later if place_of([j[0].__name__, *j[1:2], *j[3:]]) == place]:
+                    if all((t, *place) in finished for t in teachers_of(student[2]) if t in recipes):
+                        later.remove(student)
+                        submit(student[0], *student[1:], label=[student[0].__name__, *student[1:2], *student[3:]])
+                if label[0] != "fold_run":
+                    continue
+                fold, seed = place
+                # fine-tuning once its fold model (first recipe, seed 0) is trained, an ensemble once its members are
+                if recipe == first and seed == 0:
+                    for g in (g for g in tuned if g in FOLDS[fold]):
+                        submit(finetune_run, first, recipes[first], g, label=["finetune_run", first, g])
+                trained = {r["recipe"]: r for r in rows if r["kind"] == "fold" and (r["fold"], r["seed"]) == place}
                 for name, members in ensembles.items():
-                    if job[1] in members and all(m in done for m in members):
-                        waiting[pool.submit(slots.run, ensemble_run, runner, name, [done[m] for m in members])] = \
-                            ["ensemble_run", name, *job[3:5]]
-            text = write()
-        for f in cf.as_completed(waiting):
-            collect(f, waiting[f], rows, failed)
-            text = write()
+                    if recipe in members and all(m in trained for m in members):
+                        submit(ensemble_run, name, [trained[m] for m in members], label=["ensemble_run", name, *place])
+    for student in later:  # a teacher failed
+        failed.append({"run": [student[0].__name__, student[1], *student[3:]], "error": "its teacher did not train"})
+    text = write()
     print(text)
     sys.exit(1 if failed else 0)
 

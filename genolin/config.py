@@ -94,6 +94,9 @@ class TrainConfig:
     class_weighting: bool = True
     pos_weight: float | None = None  # track: None = balance the training positive rate
     focal_gamma: float = 0.0  # track: focal loss exponent (0: plain positive-weighted cross-entropy)
+    # track with --teacher: each training target is (1 - w) x the TSS label + w x the teacher's probability
+    # (genolin.tasks.track_distill); validation and model choice use the labels alone
+    distill_weight: float = 0.5
     patience: int = 4  # epochs without improvement before stopping (0: never stop early)
     # memorisation: validation has not improved for MEMORISE_VALIDATIONS validations while the training loss fell
     # by MEMORISE_DROP or more since the best one (genolin.selection); the log says so, and with this the run stops
@@ -283,6 +286,7 @@ RULES: dict[str, tuple] = {
     "genome_weights": (lambda v: v in GENOME_WEIGHTS, "length, equal or sqrt"),
     "rc_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "mutate_prob": (lambda v: 0 <= v <= 1, "from 0 to 1"),
+    "distill_weight": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "crop_growth": (lambda v: 0 <= v <= 1, "from 0 to 1"),
     "label_smoothing": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
     "mlm_prob": (lambda v: 0 < v < 1, "between 0 and 1 (exclusive)"),
@@ -594,6 +598,9 @@ class DataSpec:
     val_tss: list[str] = dataclasses.field(default_factory=list)
     # genomes: contigs to read as circular besides those whose FASTA header says so, by name, or ["all"]
     circular: list[str] = dataclasses.field(default_factory=list)
+    # track training: run directories or bundled models whose probabilities join the labels as soft targets (their
+    # ensemble when several; TrainConfig.distill_weight)
+    teacher: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_dict(cls, values: dict) -> DataSpec:

@@ -119,6 +119,8 @@ class Trainer:
         self.progress = progress if self.dist.main else False
         self.task = get_task(spec.task, cfg)
         self.task.load_training(spec)
+        if spec.teacher:
+            self.task.distil_from(spec.teacher, self.device, self.progress)
         self.cfg = dataclasses.replace(cfg, model=cfg.encoder_config(self.task.head(), self.task.longest_tokens()))
         self.task.cfg = self.cfg
         torch.manual_seed(self.cfg.seed)

@@ -32,6 +32,10 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
               help="Fine-tune: start from the weights of this run directory or bundled model (genolin models), with "
                    "its tokens, encoder and settings, a schedule of 1,000 steps and a fifth of its learning rate "
                    "(--set changes them); the starting model is validated first and kept unless training beats it.")
+@click.option("--teacher", multiple=True, metavar="MODEL",
+              help="Distil: train a track model against this run directory's or bundled model's probabilities too "
+                   "(repeat for an ensemble), mixed with the TSS labels as distill_weight says (--set "
+                   "distill_weight=0.5).")
 @click.option("--preset", type=click.Choice(["tiny", "small", "base"]), default=None,
               help="Model size and budget; tiny trains on 2 CPU cores in minutes. Sequence sets whose longest input "
                    "is over 1,024 bp get the preset's long-sequence recipe (single bases through a convolution stem, "
@@ -51,7 +55,7 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Batch size [default: from the preset].")
 @click.option("--resume", metavar="RUN_DIR", help="Continue the run in RUN_DIR (its data and settings; --epochs, "
                                                    "--max-steps and --max-minutes may change).")
-def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circular, out, init, preset,
+def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circular, out, init, teacher, preset,
           config_yaml, set_values, device, seed, epochs, max_steps, max_minutes, batch_size, resume) -> None:
     """Train a promoter model.
 
@@ -61,6 +65,7 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
     Genome track model:   genolin train --fasta GENOME.fa.bgz --tss TSS.bed --out RUN
     Several genomes:      genolin train --fasta G1.fa.gz --tss G1.bed --fasta G2.fa.gz --tss G2.bed --out RUN
     Fine-tune:            genolin train --init bacteria --fasta GENOME.fa.gz --tss TSS.bed --out RUN
+    Distil:               genolin train --teacher bacteria --preset tiny --fasta G.fa.gz --tss G.bed --out RUN
     """
     import logging
 
@@ -89,6 +94,8 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
             task = "sequence"
             if circular:
                 raise click.UsageError("--circular is for the genomes of a track model (with --tss)")
+            if teacher:
+                raise click.UsageError("--teacher is for track models (genomes with --tss)")
             if bool(csv) == bool(fasta):
                 raise click.UsageError("give the training sequences as --csv or as --fasta (not both)")
             if len(fasta) > 1 or len(val_fasta) > 1:
@@ -96,7 +103,8 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
         settings = (read_yaml_config(config_yaml) if config_yaml else []) + parse_settings(set_values)
         settings += [Setting(k, v, f"--{k.replace('_', '-')}") for k, v in cli_values.items()]
         spec = DataSpec(task=task, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss), val_fasta=list(val_fasta),
-                        val_csv=val_csv, val_labels=val_labels, val_tss=list(val_tss), circular=list(circular))
+                        val_csv=val_csv, val_labels=val_labels, val_tss=list(val_tss), circular=list(circular),
+                        teacher=list(teacher))
         if init:
             if preset:
                 raise click.UsageError("--init takes the starting model's settings; --preset is for new models")

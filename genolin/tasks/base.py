@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from genolin.config import DataSpec, TrainConfig
+from genolin.errors import InputError
 from genolin.tokenize import PAD
 
 
@@ -192,6 +193,10 @@ class Task(ABC):
     @abstractmethod
     def load_training(self, spec: DataSpec) -> None:
         """Read the training and validation data of ``spec`` into ``train`` and ``val_set``."""
+
+    def distil_from(self, teachers: list[str], device: torch.device, progress: bool | None = None) -> None:
+        """Train against the teachers' probabilities too (after ``load_training``); tracks only."""
+        raise InputError("--teacher", f"distillation trains track models; this is a {self.name} task")
 
     @abstractmethod
     def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list:

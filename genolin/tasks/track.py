@@ -149,6 +149,16 @@ class TrackTask(Task):
             log.info("training windows drawn per genome (genome_weights %s): %s", cfg.genome_weights,
                      ", ".join(f"{g} {share:.1%}" for g, share in shares.items()))
 
+    def distil_from(self, teachers: list[str], device: torch.device, progress: bool | None = None) -> None:
+        """Mix the teachers' probabilities over the training regions into the training targets, with weight
+        ``distill_weight`` (``track_distill``)."""
+        from genolin.tasks.track_distill import teacher_tracks
+
+        self.train.soft = teacher_tracks(teachers, self.train, self.train_regions, device, progress)
+        self.train.soft_weight = self.cfg.distill_weight
+        log.info("distillation: targets are %.2f x TSS labels + %.2f x the teacher's probabilities (distill_weight)",
+                 1 - self.cfg.distill_weight, self.cfg.distill_weight)
+
     def epoch_batches(self, rng: np.random.Generator, n_batches: int | None = None) -> list[list[Window]]:
         bs = self.cfg.batch_size
         count = n_batches * bs if n_batches else self.cfg.windows_per_epoch

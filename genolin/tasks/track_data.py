@@ -32,6 +32,7 @@ from genolin.io.fasta import Genome
 from genolin.io.files import FASTA_SUFFIXES, file_stem
 from genolin.tasks.base import Batch
 from genolin.tasks.track_augment import collate_windows
+from genolin.tasks.track_distill import SoftTracks, mixed
 from genolin.tasks.track_labels import positive_rate, window_targets
 from genolin.tokenize import kmer_ids, reverse_complement
 
@@ -87,6 +88,9 @@ class TrackData:
             else:
                 raise InputError(tss_source, f"TSS {iv.name!r} at {iv.chrom}:{iv.start} has no strand ('+' or '-' "
                                              f"in column 6)")
+        # a teacher's probabilities mixed into the targets (``track_distill``; set by ``TrackTask.distil_from``)
+        self.soft: SoftTracks | None = None
+        self.soft_weight = 0.0
         # contig key -> (+ strand TSS positions, - strand TSS positions), each sorted (n,) int64
         self.tss = {c: (np.sort(np.array(plus[c], dtype=np.int64)), np.sort(np.array(minus[c], dtype=np.int64)))
                     for c in self.lengths}
@@ -132,6 +136,7 @@ class TrackData:
         other.window_bp, other.k, other.stride, other.tolerance_bins = (cfg.window_bp, cfg.k, cfg.stride,
                                                                         cfg.tolerance_bins)
         other.circular = set(self.circular)
+        other.soft = None  # a teacher's targets are in this data's bins
         return other
 
     @property
@@ -252,10 +257,14 @@ class TrackData:
 
     def targets(self, w: Window, *, rc: bool = False) -> np.ndarray:
         """(bins, 2) float32: + and - strand TSS in each bin (with tolerance); mirrored and swapped when rc
-        (``track_labels.window_targets``; on a circular contig a TSS repeats every turn)."""
+        (``track_labels.window_targets``; on a circular contig a TSS repeats every turn); with a teacher
+        (``soft``), mixed with its probabilities (``track_distill.mixed``)."""
         circle = self.lengths[w.contig] if w.contig in self.circular else None
-        return window_targets(self.tss[w.contig], w.start, w.bins, self.stride, self.tolerance_bins,
-                              circle=circle, rc=rc)
+        labels = window_targets(self.tss[w.contig], w.start, w.bins, self.stride, self.tolerance_bins,
+                                circle=circle, rc=rc)
+        if self.soft is None:
+            return labels
+        return mixed(labels, self.soft.window(w.contig, w.start, w.bins, self.stride, rc=rc), self.soft_weight)
 
     def collate(self, windows: list[Window], rng: np.random.Generator | None = None, *,
                 rc_prob: float = 0.0, mutate_prob: float = 0.0) -> Batch:
