@@ -73,6 +73,11 @@ class Motif:
         return bool(self.match_p < MATCH_P)
 
 
+# fewer regions than this rarely give TF-MoDISco clusters of ``min_cluster`` (20) seqlets: one promoter holds one or
+# two elements, and its seqlet FDR needs background windows to compare against
+MOTIF_MIN_REGIONS = 100
+
+
 def discover(one_hot: np.ndarray, hypothetical: np.ndarray, *, window: int = 15, flank: int = 5,
              min_cluster: int = 20, max_seqlets: int = 20_000) -> list[Motif]:
     """TF-MoDISco on (n, L, 4) one-hot sequences and hypothetical contributions; [] when too few seqlets.

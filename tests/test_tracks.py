@@ -342,6 +342,29 @@ def test_stop_rule_validates_and_resume_continues(tmp_path, two_genomes):
     assert (state["epoch"], state["batch"], state["step"]) == (0, 2, 2)
 
 
+def test_resume_refuses_options_that_would_change_the_run(tmp_path, two_genomes):
+    """--resume continues on the run's own data, folder and settings: other data, another --out or a setting is
+    one line naming the option; the run's own data given again, or its own folder as --out, are fine."""
+    d = two_genomes
+    data = ["--fasta", d / "A.fa", "--tss", d / "A.bed"]
+    small = ["--set", "window_bp=2048", "--set", "batch_size=4", "--set", "d_model=32", "--set", "steps=8",
+             "--set", "val_every_steps=4", "--set", "warmup_steps=2"]
+    assert run("train", *data, *small, "--out", tmp_path / "a", "--max-steps", 2).exit_code == 0
+    before = (tmp_path / "a" / "trainer_state.json").read_text()
+    for extra, option in [(["--fasta", d / "B.fa", "--tss", d / "B.bed"], "--fasta"),
+                          (["--fasta", d / "A.fa", "--tss", d / "all.bed"], "--tss"),
+                          (["--out", tmp_path / "other"], "--out"), (["--set", "lr=1"], "--set"),
+                          (["--preset", "small"], "--preset"), (["--seed", 3], "--seed"),
+                          (["--teacher", tmp_path / "a"], "--teacher")]:
+        r = run("train", "--resume", tmp_path / "a", *extra)
+        assert r.exit_code == 2 and option in r.output and "Traceback" not in r.output, (extra, r.output)
+        assert not (tmp_path / "other").exists()
+    assert (tmp_path / "a" / "trainer_state.json").read_text() == before  # nothing trained
+    r = run("train", "--resume", tmp_path / "a", *data, "--out", tmp_path / "a", "--max-steps", 4)
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "a" / "trainer_state.json").read_text())["step"] == 4
+
+
 def test_focal_loss_against_its_formula():
     from types import SimpleNamespace
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, SHARED
+from conftest import REPO
 
 pytest.importorskip("snakemake", reason="the workflow extra is not installed (pip install -e '.[workflow]')")
 
@@ -22,6 +22,39 @@ def snakemake(*args, cwd=REPO, check=True):
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
+
+
+def shared_files(config) -> list[str]:
+    """Every path under ../shared that a workflow config names (relative to the repository)."""
+    import yaml
+
+    def walk(value):
+        if isinstance(value, dict):
+            for v in value.values():
+                yield from walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                yield from walk(v)
+        elif isinstance(value, str) and value.startswith("../shared/"):
+            yield value
+
+    return list(walk(yaml.safe_load(open(config))))
+
+
+def test_shared_files_of_a_config_are_found(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("a: {b: ../shared/data/gue/x.csv, c: [1, ../shared/data/y.bed]}\nd: data/z.fa\n")
+    assert shared_files(config) == ["../shared/data/gue/x.csv", "../shared/data/y.bed"]
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in (REPO / "workflows" / "config").glob("*.yaml")))
+def test_configs_that_explain_ask_for_enough_regions_for_motifs(config):
+    import yaml
+
+    from genolin.motifs import MOTIF_MIN_REGIONS
+
+    top = (yaml.safe_load(open(REPO / "workflows" / "config" / config)).get("explain") or {}).get("top", 0)
+    assert top == 0 or top >= MOTIF_MIN_REGIONS, f"{config}: explain.top {top} gives TF-MoDISco too few regions"
 
 
 def test_lint_is_clean():
@@ -40,8 +73,9 @@ def test_demo_dry_run(tmp_path):
 
 @pytest.mark.parametrize("config", ["gue_prom_core_all.yaml", "ecoli_tss_track.yaml", "tracks_bacteria.yaml"])
 def test_real_data_configs_dry_run_with_slurm_profile(config, tmp_path):
-    if not SHARED.exists():
-        pytest.skip("needs ../shared/data (the real data the example configs name)")
+    missing = [f for f in shared_files(REPO / "workflows" / "config" / config) if not (REPO / f).exists()]
+    if missing:
+        pytest.skip(f"needs {missing[0]} (the real data the example config names, in ../shared/data)")
     out = snakemake("-n", "--profile", "workflows/profiles/slurm-gpu", "--configfile", f"workflows/config/{config}")
     text = out.stdout + out.stderr
     assert "is replaced by additional config" in text and "gue_tata" not in text  # the demo does not leak in

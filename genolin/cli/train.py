@@ -78,6 +78,11 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
                                         batch_size=batch_size).items() if v is not None}
     if resume:
         saved = ckpt.read_run_config(resume)
+        given = dict(fasta=fasta, csv=csv, labels=labels, tss=tss, val_fasta=val_fasta, val_csv=val_csv,
+                     val_labels=val_labels, val_tss=val_tss, circular=circular, teacher=teacher)
+        refuse_changes_on_resume(resume, saved.data, given, out=out, init=init, preset=preset,
+                                 config_yaml=config_yaml, set_values=set_values, seed=seed, batch_size=batch_size)
+        cli_values.pop("seed", None)
         cfg, spec, out = dataclasses.replace(saved.train, **cli_values), saved.data, resume
     else:
         if not out:
@@ -123,6 +128,34 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
                 + (": the starting model, which training did not beat)" if summary["best_epoch"] == 0 else ")"))
     logging.getLogger("genolin").info("done: %d epoch(s), %d steps, %s in %.1f min -> %s", summary["epochs"],
                                       summary["steps"], best, summary["seconds"] / 60, out)
+
+
+def refuse_changes_on_resume(resume: str, data, given: dict, **options) -> None:
+    """A UsageError naming the first option given with --resume that would change the run: a data option whose
+    value differs from the run's (``data``, its DataSpec; paths compared as resolved files), another --out, or any
+    setting (--init, --preset, --config, --set, --seed, --batch-size: the run keeps its own)."""
+    from pathlib import Path
+
+    def files(value) -> list[str]:  # an option's value(s) as resolved paths (a name that is no file: as given)
+        values = [] if value is None else [value] if isinstance(value, str) else list(value)
+        return [str(Path(v).resolve()) if Path(v).exists() else str(v) for v in values]
+
+    for name, value in given.items():
+        if value and files(value) != files(getattr(data, name)):
+            option = f"--{name.replace('_', '-')}"
+            raise click.UsageError(f"{option} differs from the data of the run in {resume}, which --resume continues "
+                                   f"on its own data; start a new run (--out) to train on other data")
+    out = options.pop("out")
+    if out and Path(out).resolve() != Path(resume).resolve():
+        raise click.UsageError(f"--out {out}: --resume continues the run in {resume} and writes there; leave --out "
+                               "out, or start a new run without --resume")
+    for name, value in options.items():
+        if value:
+            option = "--config" if name == "config_yaml" else "--set" if name == "set_values" else \
+                f"--{name.replace('_', '-')}"
+            raise click.UsageError(f"{option}: --resume continues the run in {resume} with its own settings (only "
+                                   "--epochs, --max-steps and --max-minutes may change); start a new run to change "
+                                   "them")
 
 
 def interrupted(out: str) -> str:
