@@ -1,8 +1,9 @@
 """The files of a genome track prediction (``genolin predict`` with a track model): OUT.plus and OUT.minus
-(per-bin values, bedGraph or bigWig) and OUT.peaks.bed (BED6 promoter calls).
+(per-bin values, bedGraph or bigWig), OUT.peaks.bed (BED6 promoter calls) and OUT.gff3 (the calls as TSS and
+promoter features: ``genolin.io.gff``), with genes also OUT.genes.tsv.
 
     track_paths(prefix, track_format) -> [OUT.plus.<suffix>, OUT.minus.<suffix>]
-    track_outputs(lengths, prefix, track_format, rule, stride, strands=, peaks=, folder=) -> (writers, calls)
+    track_outputs(lengths, prefix, track_format, rule, stride, strands=, peaks=, folder=, genes=) -> (writers, calls)
 
 Every file is written under a temporary name and renamed when the block succeeds.
 """
@@ -20,6 +21,21 @@ TRACK_FORMATS = {"bedgraph": "bedGraph", "bigwig": "bw"}  # --format -> file suf
 def track_paths(prefix: str, track_format: str) -> list[str]:
     """The per-strand files of ``prefix`` in ``track_format`` (a key of TRACK_FORMATS), + strand first."""
     return [f"{prefix}.{strand}.{TRACK_FORMATS[track_format]}" for strand in STRANDS]
+
+
+class Calls:
+    """The call files of a prediction: ``write`` gives each contig's calls to every one (BED, GFF3)."""
+
+    def __init__(self, *sinks):
+        self.sinks = sinks
+
+    @property
+    def written(self) -> int:
+        return self.sinks[0].written
+
+    def write(self, contig: str, length: int, calls: list[tuple[int, float, str]]) -> None:
+        for sink in self.sinks:
+            sink.write(contig, length, calls)
 
 
 class CallsBed:
@@ -40,8 +56,11 @@ class CallsBed:
 
 @contextlib.contextmanager
 def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, rule: str, stride: int, *,
-                  strands: tuple[int, ...] = (0, 1), peaks: bool = True, folder: Path | None = None):
-    """(a writer per strand of ``strands`` (0: +, 1: -), ``CallsBed`` of OUT.peaks.bed or None without ``peaks``),
+                  strands: tuple[int, ...] = (0, 1), peaks: bool = True, folder: Path | None = None,
+                  genes: list | None = None):
+    """(a writer per strand of ``strands`` (0: +, 1: -), ``Calls`` of OUT.peaks.bed and OUT.gff3, or None without
+    ``peaks``; with ``genes`` (``genolin.io.annotation.Gene``s) the GFF3 links each call to a gene, and OUT.genes.tsv
+    is written too),
     each file written under a temporary name and renamed when the block succeeds. ``lengths``: the contigs, in
     order; ``rule``: how the calls were made, for the BED's track line ("threshold 0.2", "500 per Mbp"); ``folder``:
     the strands written there (a torchrun rank's share) instead of beside ``prefix``, the names and the track lines
@@ -50,6 +69,7 @@ def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, rule:
     from genolin.io.atomic import atomic_open
     from genolin.io.bedgraph import BedGraphWriter, format_pool
     from genolin.io.bigwig import BackgroundBigWigWriter
+    from genolin.io.gff import GffCalls
 
     name = Path(prefix).name
     paths = track_paths(prefix if folder is None else str(folder / name), track_format)
@@ -59,7 +79,9 @@ def track_outputs(lengths: dict[str, int], prefix: str, track_format: str, rule:
             fb = stack.enter_context(atomic_open(prefix + ".peaks.bed"))
             fb.write(f'track name="{name} promoters" description="genolin calls, {rule}" '
                      f'useScore=1\n')
-            calls = CallsBed(fb, stride)
+            table = stack.enter_context(atomic_open(prefix + ".genes.tsv")) if genes is not None else None
+            gff = GffCalls(stack.enter_context(atomic_open(prefix + ".gff3")), stride, lengths, genes, table)
+            calls = Calls(CallsBed(fb, stride), gff)
         if track_format == "bigwig":
             writers = [stack.enter_context(BackgroundBigWigWriter(paths[s], lengths)) for s in strands]
         else:

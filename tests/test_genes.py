@@ -1,0 +1,160 @@
+"""Gene annotations (GFF3, GenBank), calls linked to genes against a brute-force reading of the classes, and the
+GFF3 of the calls read back with gffutils."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import DATA
+
+from genolin.errors import InputError
+from genolin.genes import ANTISENSE_BP, UPSTREAM_BP, Call, classify, gene_table
+from genolin.io.annotation import Gene, read_genes
+
+REFSEQ_GFF = DATA / "ecoli_k12" / "GCF_000005845.2_ASM584v2_genomic.gff.gz"
+ECOLI = {"NC_000913.3": 4_641_652}
+
+
+def test_refseq_gff3_genes():
+    genes = read_genes(REFSEQ_GFF, ECOLI)
+    assert len(genes) == 4494 and all(g.type == "gene" for g in genes)
+    thr = genes[0]
+    assert (thr.name, thr.locus_tag, thr.start, thr.end, thr.strand, thr.start_codon) == ("thrL", "b0001", 189, 255,
+                                                                                          "+", 189)
+    minus = next(g for g in genes if g.strand == "-")
+    assert minus.start_codon == minus.end - 1
+
+
+def genbank_and_gff3(tmp_path, genes: list[Gene], length: int, contig: str = "c1"):
+    from Bio.Seq import Seq
+    from Bio.SeqFeature import FeatureLocation, SeqFeature
+    from Bio.SeqRecord import SeqRecord
+
+    rec = SeqRecord(Seq("ACGT" * (length // 4)), id=contig, name=contig, description="test",
+                    annotations={"molecule_type": "DNA"})
+    for g in genes:
+        rec.features.append(SeqFeature(FeatureLocation(g.start, g.end, strand=1 if g.strand == "+" else -1),
+                                       type="gene", qualifiers={"locus_tag": [g.locus_tag], "gene": [g.name]}))
+    from Bio import SeqIO
+
+    SeqIO.write(rec, tmp_path / "a.gbk", "genbank")
+    (tmp_path / "a.gff3").write_text("##gff-version 3\n" + "".join(
+        f"{contig}\tt\tgene\t{g.start + 1}\t{g.end}\t.\t{g.strand}\t.\tID={g.locus_tag};Name={g.name};"
+        f"locus_tag={g.locus_tag}\n" for g in genes))
+
+
+def test_genbank_and_gff3_give_the_same_genes(tmp_path):
+    genes = [Gene("c1", 100, 400, "+", "t1", "aaa", "t1", "gene"), Gene("c1", 500, 900, "-", "t2", "bbb", "t2",
+                                                                        "gene")]
+    genbank_and_gff3(tmp_path, genes, 2000)
+    a, b = read_genes(tmp_path / "a.gbk", {"c1": 2000}), read_genes(tmp_path / "a.gff3", {"c1": 2000})
+    key = [(g.contig, g.start, g.end, g.strand, g.name, g.locus_tag) for g in genes]
+    assert [(g.contig, g.start, g.end, g.strand, g.name, g.locus_tag) for g in a] == key
+    assert [(g.contig, g.start, g.end, g.strand, g.name, g.locus_tag) for g in b] == key
+
+
+def test_bad_annotations_are_one_line(tmp_path):
+    (tmp_path / "x.txt").write_text("hello\n")
+    with pytest.raises(InputError, match="not GFF3"):
+        read_genes(tmp_path / "x.txt", {"c1": 10})
+    (tmp_path / "o.gff3").write_text("##gff-version 3\nchrZ\tt\tgene\t1\t9\t.\t+\t.\tID=g\n")
+    with pytest.raises(InputError, match="no gene on the genome's contigs: the annotation names chrZ"):
+        read_genes(tmp_path / "o.gff3", {"c1": 10})
+    (tmp_path / "p.gff3").write_text("##gff-version 3\nc1\tt\tgene\t1\t90\t.\t+\t.\tID=g\n")
+    with pytest.raises(InputError, match="past the end of contig 'c1'"):
+        read_genes(tmp_path / "p.gff3", {"c1": 10})
+    (tmp_path / "q.gff3").write_text("##gff-version 3\nc1\tt\tgene\tone\t9\t.\t+\t.\tID=g\n")
+    with pytest.raises(InputError, match="line 2: start 'one'"):
+        read_genes(tmp_path / "q.gff3", {"c1": 10})
+
+
+def brute_class(call: Call, genes: list[Gene], calls: list[Call]) -> str:
+    """The classes as the module docstring words them, one call and gene at a time."""
+    def up(c, g):
+        if c.strand != g.strand:
+            return None
+        d = g.start_codon - c.position if g.strand == "+" else c.position - g.start_codon
+        return d if 0 <= d <= UPSTREAM_BP else None
+
+    for g in genes:
+        d = up(call, g)
+        if d is not None:
+            best = max((c for c in calls if up(c, g) is not None), key=lambda c: (c.score, -up(c, g)))
+            if best is call:
+                return "primary"
+    if any(up(call, g) is not None for g in genes):
+        return "secondary"
+    if any(g.strand == call.strand and g.start <= call.position < g.end for g in genes):
+        return "internal"
+    if any(g.strand != call.strand and g.start - ANTISENSE_BP <= call.position < g.end + ANTISENSE_BP
+           for g in genes):
+        return "antisense"
+    return "orphan"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_classes_equal_a_brute_force_reading(seed):
+    rng = np.random.default_rng(seed)
+    genes = []
+    for i in range(40):
+        a = int(rng.integers(0, 19_000))
+        genes.append(Gene("c", a, a + int(rng.integers(60, 1500)), "+-"[int(rng.integers(2))], f"g{i}", f"n{i}",
+                          "", "gene"))
+    genes.sort(key=lambda g: g.start)
+    calls = [Call(f"t{i}", "c", int(rng.integers(0, 20_000)), "+-"[int(rng.integers(2))], float(rng.random()))
+             for i in range(150)]
+    links = classify(calls, genes)
+    assert [link.cls for link in links] == [brute_class(c, genes, calls) for c in calls]
+    for link in links:
+        if link.cls in ("primary", "secondary"):
+            g = link.gene
+            assert link.distance == (g.start_codon - link.call.position if g.strand == "+"
+                                     else link.call.position - g.start_codon)
+    rows = gene_table(calls, genes)
+    for row in rows:
+        mine = [c for c in calls if c.strand == row.gene.strand and 0 <= (
+            row.gene.start_codon - c.position if c.strand == "+" else c.position - row.gene.start_codon) <= UPSTREAM_BP]
+        assert (row.call is None) == (not mine)
+        if mine:
+            assert row.call.score == max(c.score for c in mine)
+            assert next(link for link in links if link.call is row.call).cls == "primary"
+
+
+def test_the_gff3_of_calls_reads_back_with_gffutils(tmp_path):
+    gffutils = pytest.importorskip("gffutils", reason="the dev extra's gffutils reads the GFF3 back")
+    from genolin.io.tracks import track_outputs
+
+    lengths = {"c1": 2000, "c2": 1003}
+    genes = [Gene("c1", 400, 900, "+", "t1", "aaa", "t1", "gene"), Gene("c2", 100, 600, "-", "t2", "bbb", "t2",
+                                                                        "gene")]
+    with track_outputs(lengths, str(tmp_path / "o"), "bedgraph", "test", 4, genes=genes) as (writers, calls):
+        for w in writers:
+            w.add("c1", 0, np.zeros(500, np.float32), 4, 2000)
+            w.flush()
+            w.add("c2", 0, np.zeros(251, np.float32), 4, 1003)
+            w.flush()
+        calls.write("c1", 2000, [(70, 0.91, "+"), (200, 0.3, "-")])  # bin 70: 280-284, 116 bp upstream of aaa
+        calls.write("c2", 1003, [(250, 0.5, "+"), (160, 0.7, "-")])  # bin 250 is cut at the contig's end
+    text = (tmp_path / "o.gff3").read_text()
+    assert text.startswith("##gff-version 3\n##sequence-region c1 1 2000\n##sequence-region c2 1 1003\n")
+    db = gffutils.create_db(str(tmp_path / "o.gff3"), ":memory:", merge_strategy="error")
+    tss = sorted(db.features_of_type("TSS"), key=lambda f: f.id)
+    assert [f.id for f in tss] == ["tss_1", "tss_2", "tss_3", "tss_4"]
+    t1 = db["tss_1"]
+    assert (t1.seqid, t1.start, t1.end, t1.strand, float(t1.score)) == ("c1", 281, 284, "+", 0.91)
+    assert t1.attributes["class"] == ["primary"] and t1.attributes["gene"] == ["aaa"]
+    assert t1.attributes["distance"] == ["118"]  # start codon 400, bin centre 282
+    assert db["tss_3"].end == 1003 and db["tss_3"].attributes["class"] == ["orphan"]
+    assert db["tss_2"].attributes["class"] == ["antisense"] and db["tss_4"].attributes["class"] == ["primary"]
+    p1 = db["promoter_1"]
+    assert (p1.start, p1.end, p1.strand) == (221, 304, "+") and p1.attributes["tss"] == ["tss_1"]
+    p2 = db["promoter_2"]  # minus strand: upstream is to the right
+    assert (p2.start, p2.end) == (781, 864)
+    peaks = (tmp_path / "o.peaks.bed").read_text().splitlines()[1:]
+    assert [line.split("\t")[3] for line in peaks] == ["promoter_1", "promoter_2", "promoter_3", "promoter_4"]
+    table = (tmp_path / "o.genes.tsv").read_text().splitlines()
+    assert table[0].split("\t")[:3] == ["gene_id", "name", "locus_tag"]
+    aaa = dict(zip(table[0].split("\t"), table[1].split("\t"), strict=True))
+    assert (aaa["call"], aaa["distance"], aaa["class"], aaa["start_codon"]) == ("tss_1", "118", "primary", "401")
+    bbb = dict(zip(table[0].split("\t"), table[2].split("\t"), strict=True))
+    assert bbb["call"] == "tss_4" and bbb["distance"] == str(642 - 599)
