@@ -379,7 +379,7 @@ def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, fm
     shared = [line for line in two.stderr.splitlines() if f"shared over {ranks} processes" in line]
     assert len(shared) == 1 and "rank 1 the minus strand" in shared[0], two.stderr[-3000:]
     tracks = ("plus.bedGraph", "minus.bedGraph") if fmt == "bedgraph" else ("plus.bw", "minus.bw")
-    for suffix in (*tracks, "peaks.bed"):
+    for suffix in (*tracks, "peaks.bed", "gff3"):
         if suffix.endswith(".bw"):
             a, b = (pyBigWig.open(str(tmp_path / f"{w}.{suffix}")) for w in ("one", "two"))
             assert a.chroms() == b.chroms() == lengths
@@ -390,7 +390,7 @@ def test_torchrun_prediction_writes_what_one_process_writes(tmp_path, genome, fm
         b = (tmp_path / f"two.{suffix}").read_text().splitlines()
         assert a[1:] == b[1:] and len(a) > 2 and b[0] == a[0].replace("one", "two"), suffix  # headers: the names
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        f"{w}.{s}" for w in ("one", "two") for s in (*tracks, "peaks.bed"))
+        f"{w}.{s}" for w in ("one", "two") for s in (*tracks, "peaks.bed", "gff3"))
 
 
 def test_torchrun_prediction_of_bad_input_fails_cleanly(tmp_path, four_contigs):
