@@ -16,8 +16,8 @@ def index(fasta: str, sizes: str) -> None:
     from genolin.io.atomic import atomic_open
     from genolin.io.fasta import Genome, read_fasta
 
-    lengths = {rec.name: len(rec) for rec in read_fasta(fasta)}  # validates the whole file
-    with Genome(fasta) as genome:  # builds .fai / .gzi when missing
+    lengths = {rec.name: len(rec) for rec in read_fasta(fasta)}  # validates the whole file before any index is made
+    with Genome(fasta, checked=True) as genome:  # builds .fai / .gzi when missing, stale or not matching the file
         if genome.lengths != lengths:
             raise click.ClickException(f"{fasta}: the index disagrees with the file; delete its .fai/.gzi")
     with atomic_open(sizes) as fh:

@@ -2,7 +2,9 @@
 
 ``read_bed(path, contigs)`` -> list of :class:`Interval` (0-based, half-open), checked against the genome's
 contig lengths when given. ``track``, ``browser``, ``#`` and blank lines are skipped, and so is a column-header
-line before the first interval (one whose start/end columns are not numbers).
+line before the first interval (one whose start and end columns are both names, such as ``chromStart chromEnd``);
+a line whose start or end is anything else that is not an integer (``1.5``, ``1e5``, ``1,000``, ``NA``) is an
+error naming the line and the value.
 
 ``renumber_calls(lines, after)``: promoter call lines of ``genolin predict``'s OUT.peaks.bed named
 promoter_{after + 1}, ... (parts of one genome's calls joined in order).
@@ -11,6 +13,7 @@ promoter_{after + 1}, ... (parts of one genome's calls joined in order).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -18,6 +21,8 @@ from genolin.errors import InputError
 from genolin.io.files import read_text
 
 STRANDS = ("+", "-", ".")
+COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")  # a column header's start/end: "start", "chromStart"
+MISSING = {"na", "nan", "none", "null", "inf", "infinity"}  # values, not column names
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +47,10 @@ def read_bed(path: str | os.PathLike, contigs: Mapping[str, int] | None = None) 
         if len(fields) < 3:
             raise InputError(path, f"BED needs at least 3 columns (chrom, start, end), found {len(fields)}", n)
         chrom, start_s, end_s = (f.strip() for f in fields[:3])
-        try:
-            start, end = int(start_s), int(end_s)
-        except ValueError:
-            if not seen_data:  # a column-header line such as "chrom start end"
-                seen_data = True
-                continue
-            raise InputError(path, f"start and end must be integers, found {start_s!r} and {end_s!r}", n) from None
-        seen_data = True
+        first, seen_data = not seen_data, True
+        if first and _column_names(start_s, end_s):  # a column-header line such as "chrom start end"
+            continue
+        start, end = _position(path, "start", start_s, n), _position(path, "end", end_s, n)
         if start < 0:
             raise InputError(path, f"start {start} is negative", n)
         if start >= end:
@@ -73,6 +74,20 @@ def read_bed(path: str | os.PathLike, contigs: Mapping[str, int] | None = None) 
     if not out:
         raise InputError(path, "no intervals in BED file")
     return out
+
+
+def _column_names(*cells: str) -> bool:
+    """Whether a first line's start and end cells are column names (words, not numbers or missing values)."""
+    return all(COLUMN_NAME.fullmatch(c) and c.lower() not in MISSING for c in cells)
+
+
+def _position(path, column: str, text: str, line: int) -> int:
+    """A start or end column as an integer; an InputError naming the line and the value otherwise."""
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(path, f"{column} {text!r} is not an integer (BED positions are whole numbers, 0-based)",
+                         line) from None
 
 
 def renumber_calls(lines: Iterable[str], after: int = 0) -> Iterator[str]:
