@@ -43,6 +43,7 @@ from genolin.config import DataSpec, Setting, TrainConfig, describe_tokens, make
 from genolin.device import init_distributed, pick_device, shape_free_kernels
 from genolin.errors import InputError
 from genolin.inference import Predictor
+from genolin.inference.teacher import teacher_tracks
 from genolin.model import Encoder, kmer_profile
 from genolin.schedule import Schedule, lr_at
 from genolin.selection import ModelSelection
@@ -120,7 +121,7 @@ class Trainer:
         self.task = get_task(spec.task, cfg)
         self.task.load_training(spec)
         if spec.teacher:
-            self.task.distil_from(spec.teacher, self.device, self.progress)
+            self.task.distil_from(teacher_tracks(spec.teacher, self.task, self.device, self.progress))
         self.cfg = dataclasses.replace(cfg, model=cfg.encoder_config(self.task.head(), self.task.longest_tokens()))
         self.task.cfg = self.cfg
         torch.manual_seed(self.cfg.seed)

@@ -87,8 +87,8 @@ def test_the_teacher_track_is_what_predict_writes_for_the_teacher(genome_and_tea
     import torch
 
     from genolin.config import DataSpec, make_config
+    from genolin.inference.teacher import teacher_tracks
     from genolin.tasks.track import TrackTask
-    from genolin.tasks.track_distill import teacher_tracks
 
     d = genome_and_teacher
     r = run("predict", "--model", d / "teacher", "--fasta", d / "g.fa", "--rc-average", "--out", d / "pred")
@@ -96,7 +96,7 @@ def test_the_teacher_track_is_what_predict_writes_for_the_teacher(genome_and_tea
     cfg = make_config("track", "tiny", [])  # the student's: stride 4, another window than the teacher's
     task = TrackTask(cfg)
     task.load_training(DataSpec("track", fasta=[str(d / "g.fa")], tss=[str(d / "g.bed")]))
-    soft = teacher_tracks([str(d / "teacher")], task.train, task.train_regions, torch.device("cpu"))
+    soft = teacher_tracks([str(d / "teacher")], task, torch.device("cpu"))
     assert soft.stride == 2
     (contig, _, cut), = task.train_regions
     for channel, strand in enumerate(("plus", "minus")):

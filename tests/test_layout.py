@@ -10,7 +10,7 @@ from conftest import REPO
 # in the order data flows; a module may import its own layer and earlier ones
 LAYERS = [
     ["genolin", "genolin.errors", "genolin.progress", "genolin.host"],
-    ["genolin.io"],
+    ["genolin.io", "genolin.genes"],
     ["genolin.tokenize"],
     ["genolin.ops"],
     ["genolin.mixers"],

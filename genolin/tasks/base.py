@@ -194,8 +194,8 @@ class Task(ABC):
     def load_training(self, spec: DataSpec) -> None:
         """Read the training and validation data of ``spec`` into ``train`` and ``val_set``."""
 
-    def distil_from(self, teachers: list[str], device: torch.device, progress: bool | None = None) -> None:
-        """Train against the teachers' probabilities too (after ``load_training``); tracks only."""
+    def distil_from(self, soft) -> None:
+        """Train against a teacher's probabilities too (after ``load_training``); tracks only."""
         raise InputError("--teacher", f"distillation trains track models; this is a {self.name} task")
 
     @abstractmethod

@@ -149,12 +149,10 @@ class TrackTask(Task):
             log.info("training windows drawn per genome (genome_weights %s): %s", cfg.genome_weights,
                      ", ".join(f"{g} {share:.1%}" for g, share in shares.items()))
 
-    def distil_from(self, teachers: list[str], device: torch.device, progress: bool | None = None) -> None:
-        """Mix the teachers' probabilities over the training regions into the training targets, with weight
-        ``distill_weight`` (``track_distill``)."""
-        from genolin.tasks.track_distill import teacher_tracks
-
-        self.train.soft = teacher_tracks(teachers, self.train, self.train_regions, device, progress)
+    def distil_from(self, soft) -> None:
+        """Mix a teacher's probabilities over the training regions (``track_distill.SoftTracks``) into the training
+        targets, with weight ``distill_weight``."""
+        self.train.soft = soft
         self.train.soft_weight = self.cfg.distill_weight
         log.info("distillation: targets are %.2f x TSS labels + %.2f x the teacher's probabilities (distill_weight)",
                  1 - self.cfg.distill_weight, self.cfg.distill_weight)

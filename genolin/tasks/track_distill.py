@@ -1,7 +1,7 @@
 """Distillation of the track task: a teacher's per-bin probabilities as soft training targets.
 
-    teacher_tracks(teachers, data, regions, device) -> SoftTracks: the teacher (a run, a bundled model or an
-        ensemble of several) over the training regions, both strands, reverse complements averaged
+    soft_tracks(pieces, data, stride) -> SoftTracks: a teacher's probabilities over the training regions
+        (``genolin.inference.teacher`` runs the teacher: both strands, reverse complements averaged)
     SoftTracks.window(contig, start, bins, stride, rc) -> (bins, 2) float32: its probabilities in a student's bins
     mixed(labels, soft, weight) -> (1 - weight) labels + weight soft
 
@@ -14,16 +14,9 @@ Validation, best weights and the decision threshold use the TSS labels alone.
 
 from __future__ import annotations
 
-import gc
-import logging
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-
-from genolin.errors import InputError
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -60,27 +53,10 @@ def mixed(labels: np.ndarray, soft: np.ndarray, weight: float) -> np.ndarray:
     return ((1.0 - weight) * labels + weight * soft).astype(np.float32)
 
 
-def teacher_tracks(teachers: list[str], data, regions, device: torch.device, progress: bool | None = None
-                   ) -> SoftTracks:
-    """The teachers' (one run, a bundled model's members for ``device``, or their ensemble) probabilities over
-    ``regions`` of ``data`` (a ``TrackData``), reverse complements averaged, as ``SoftTracks``."""
-    from genolin.inference import load_run
-
-    run = load_run(list(teachers), device.type)  # (under torchrun every rank reads it whole, on its first GPU)
-    if not run.task.has_track:
-        raise InputError("--teacher", f"{teachers[0]} is a {run.task.name} model; a teacher of a track model is a "
-                                      "track model")
-    theirs = data.tokens_of(run.config.train)
-    stride = run.config.train.stride
+def soft_tracks(pieces, data, stride: int) -> SoftTracks:
+    """``SoftTracks`` of a teacher's pieces (contig, first bin, probs (n, 2)) in bins of ``stride`` bp over ``data``'s
+    contigs (a ``TrackData``; bins no piece covers stay 0)."""
     tracks = {c: np.zeros((-(-n // stride), 2), dtype=np.float16) for c, n in data.lengths.items()}
-    for contig, first, probs in run.predictor.region_probs(theirs, regions, rc_average=True, progress=progress):
+    for contig, first, probs in pieces:
         tracks[contig][first:first + len(probs)] = probs
-    bases = sum(b - a for _, a, b in regions)
-    log.info("distillation: teacher %s (stride %d) read %s bp of the training genomes", " + ".join(teachers),
-             stride, f"{bases:,}")
-    del run
-    if device.type == "cuda":  # the teacher's weights and CUDA graphs (their pools: GBs) go before training starts
-        gc.collect()
-        torch.cuda.set_device(device)
-        torch.cuda.empty_cache()
     return SoftTracks(stride, tracks, dict(data.lengths), set(data.circular))
