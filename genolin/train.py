@@ -15,7 +15,8 @@ optimizer steps with that second gradient. Twice a plain step's compute.
 Determinism and resume: the batch order of epoch e comes from (seed, e), augmentation of batch b from
 (seed, e, b), and torch's RNG (dropout) is seeded from (seed, optimizer step) before every micro-batch, so a run
 resumed from any checkpoint continues exactly as the uninterrupted run. Checkpoints are written at the end of every
-epoch and when --max-steps / --max-minutes stop the run, always at an optimizer-step boundary.
+epoch, when --max-steps / --max-minutes stop the run and on Ctrl-C (``Interrupts``: once an optimizer step has been
+taken since the last one), always at an optimizer-step boundary.
 
 DDP: with RANK set (torchrun), every rank builds the same batch list and takes every world-th batch; gradients are
 all-reduced, so all ranks hold the same weights and compute the same validation metric and early-stopping decision.
@@ -29,6 +30,8 @@ import contextlib
 import dataclasses
 import logging
 import os
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -107,149 +110,75 @@ def memory_fix(cfg: TrainConfig, task: Task, tokens: int) -> str:
     return f"{fewer}set {recompute}a larger stride or a smaller model (--set KEY=VALUE)"
 
 
-class Trainer:
-    """One training run: the model, its optimizer and the loop (``fit``). Its parts: ``schedule`` (learning rate,
-    stop rules), ``average`` (the weight average), ``selection`` (validation, best weights, early stopping) and
-    ``run`` (the run folder), all sharing ``state``, the trainer state that checkpoints keep."""
+class Interrupts:
+    """Ctrl-C during training: SIGINT raises KeyboardInterrupt at once, as Python's own handler does, except inside
+    ``held()``, which it waits for: an optimizer step with the state that counts it, a checkpoint, the end of an
+    epoch. So the trainer state, weights and optimizer a Ctrl-C leaves agree, and a checkpoint of them continues the
+    run exactly. ``let_through()`` (a validation, inside the end of an epoch) takes it at once again. The handler is
+    set (``installed``) only in the main thread and where Python's own is set; elsewhere nothing is held."""
 
-    def __init__(self, cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, device: str = "auto",
-                 resume: bool = False, progress: bool | None = None):
-        self.spec, self.out = spec, Path(out_dir)
-        self.dist = init_distributed(device)
-        self.device = pick_device(device, self.dist.local_rank)
-        self.progress = progress if self.dist.main else False
-        self.task = get_task(spec.task, cfg)
-        self.task.load_training(spec)
-        if spec.teacher:
-            self.task.distil_from(teacher_tracks(spec.teacher, self.task, self.device, self.progress))
-        self.cfg = dataclasses.replace(cfg, model=cfg.encoder_config(self.task.head(), self.task.longest_tokens()))
-        self.task.cfg = self.cfg
-        torch.manual_seed(self.cfg.seed)
-        self.model = Encoder(self.cfg.model)
-        # fine-tuning starts from its weights, not from what the task would fit (a classifier's k-mer regression)
-        self.fitted_at_start = not resume and not self.cfg.init_weights and self.task.init_model(self.model)
-        if not resume and self.cfg.init_weights:  # fine-tuning: validated before the first step, kept unless beaten
-            ckpt.load_weights(self.cfg.init_weights, self.model)
-            self.fitted_at_start = True
-        self.model = self.model.to(self.device)
-        self._budget_before = compile_blocks(self.model, self.cfg, self.device)  # restored by close()
-        self.optimizer = make_optimizer(self.model, self.cfg, self.device)
-        self.average = WeightAverage(self.optimizer, self.cfg.ema_decay)
-        self.net = self.model
-        if self.dist.world > 1:
-            from torch.nn.parallel import DistributedDataParallel
+    def __init__(self):
+        self.holding = 0
+        self.pending = False
 
-            self.net = DistributedDataParallel(
-                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-        self.predictor = Predictor(self.model, self.task, self.device, batch_size=self.cfg.batch_size,
-                                   max_tokens=self.cfg.max_tokens, amp=self.cfg.amp)
-        check_memory(self.cfg, self.task, self.model, self.device)
-        # start_margin: how far training must beat the starting model's validation score (``selection``)
-        self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0,
-                      "done": False, "progress": 0.0, "start_margin": 0.0}
-        self.run = ckpt.RunDir(self.out, writes=self.dist.main)  # its lock: released by close() or at exit
-        try:
-            if resume:
-                self.state.update(self.run.resume(self.model, self.optimizer))
-                log.info("resuming %s at epoch %d, step %d", self.out, self.state["epoch"] + 1, self.state["step"])
-            else:
-                self.run.start(ckpt.RunConfig(spec.task, self.cfg, spec, self.task.state()))
-        except BaseException:
-            self.close()
-            raise
-        self.schedule = Schedule(self.cfg, self.state)
-        self.epochs = self.cfg.epochs  # the schedule's, once ``fit`` starts it
-        self.selection = ModelSelection(self.cfg, self.task, self.model, self.predictor, self.average, self.run,
-                                        self.state, self.checkpoint)
-        self.graphed = (GraphedStep(self.model, self.optimizer, self.forward_loss, self.device, self.cfg.clip)
-                        if GraphedStep.wanted(self.cfg, self.task, self.model, self.device, self.dist.world) else None)
-
-    # -- the loop ------------------------------------------------------------------------------------------------
-    def fit(self) -> dict:
-        """Train until the schedule ends, a stop rule fires or early stopping -> a summary of the run."""
-        st = self.state
-        epochs = self.epochs = self.schedule.start(len(self.epoch_batches(0)))
-        if st["step"] > 0 and (st["done"] or st["step"] >= self.schedule.total or st["epoch"] >= epochs):
-            log.info("the run is finished (step %d of %d, epoch %d of %d): nothing to train; a larger --max-steps "
-                     "or --epochs continues it", st["step"], self.schedule.total, st["epoch"], epochs)
-            return {"epochs": st["epoch"], "steps": st["step"], "best_score": st["best"],
-                    "best_epoch": st["best_epoch"], "stopped": "finished", "seconds": 0.0}
-        with shape_free_kernels(self.device, enabled=self.task.varied_shapes()):
-            if self.fitted_at_start and st["step"] == 0 and st["best"] is None:
-                self.selection.validate_start()
-            self.model.train()
-            stopped = None
-            while st["epoch"] < epochs and not st["done"] and not self.schedule.done():
-                record, stopped = self.train_epoch()
-                if record is None:  # a stop rule fired inside the epoch
-                    self.selection.end_stopped(stopped)
-                    break
-                self.selection.end_epoch(record)
-                if stopped:
-                    break
-            self.selection.threshold_as_predicted()
-        self.dist.barrier(self.device)
-        return {"epochs": st["epoch"] + (st["batch"] > 0), "steps": st["step"], "best_score": st["best"],
-                "best_epoch": st["best_epoch"], "stopped": stopped, "seconds": time.monotonic() - self.schedule.t_start}
-
-    def train_epoch(self) -> tuple[dict | None, str | None]:
-        """Optimizer steps over the rest of the current epoch -> (its record, or None when a stop rule ended it
-        early; the stop rule that fired, if any). Batches are made ahead on a thread; losses stay on the device
-        until the progress bar or the epoch's record reads them (no host sync a step)."""
-        from genolin.progress import progress_bar
-
-        cfg, st = self.cfg, self.state
-        epoch = st["epoch"]
-        batches = self.epoch_batches(epoch)
-        losses, tokens, items, t_epoch, stopped = [], 0, 0, time.monotonic(), None
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
-        if self.task.collate_reads_progress():  # made at its step, with the schedule's progress then
-            made = (self.make_batch(batches[b], epoch, b) for b in range(st["batch"], len(batches)))
+    def _handler(self, signum, frame) -> None:
+        if self.holding:
+            self.pending = True
         else:
-            made = made_ahead(lambda b: self.make_batch(batches[b], epoch, b), st["batch"], len(batches))
-        with progress_bar(total=len(batches), unit="batch", desc=f"epoch {epoch + 1}/{self.epochs}",
-                          enabled=self.progress) as bar, contextlib.closing(made):
-            bar.update(st["batch"])
-            for b, batch in zip(range(st["batch"], len(batches)), made, strict=True):
-                boundary = (b + 1) % cfg.grad_accum == 0 or b + 1 == len(batches)
-                loss = self.graphed_step(batch, b) if boundary and cfg.grad_accum == 1 else None
-                if loss is None:
-                    with self.graphed.eager() if self.graphed is not None else contextlib.nullcontext():
-                        loss = self.micro_step(batch, epoch, b, sync=boundary)
-                        if boundary:
-                            if cfg.sam_rho > 0:
-                                self.sharpness_aware_gradient(batches[st["batch"]:b + 1], epoch, st["batch"])
-                            self.optimizer_step(self.schedule.next_lr())
-                losses.append(loss)
-                tokens += batch.n_tokens
-                items += len(batches[b])
-                bar.update(1)
-                if not boundary:
-                    continue
-                st["batch"] = b + 1
-                if not getattr(bar, "disable", True) and (st["step"] % LOSS_EVERY == 0 or b + 1 == len(batches)):
-                    seconds = time.monotonic() - t_epoch
-                    bar.set_postfix(loss=f"{torch.stack(losses[-20:]).mean().item():.4f}",
-                                    tok_s=f"{tokens * self.dist.world / seconds:.0f}")
-                stopped = self.schedule.stop_reason()
-                if stopped or self.schedule.done():
-                    break
-        if st["batch"] < len(batches) and not self.schedule.done():
-            return None, stopped
-        seconds = time.monotonic() - t_epoch
-        # the mean over ranks: the memorisation check (genolin.selection) stops every rank alike
-        loss = self.dist.mean(torch.stack(losses).tolist() if losses else [], self.device)
-        return epoch_record(epoch + 1, st["step"], loss, self.schedule.last_lr(), seconds, tokens, items,
-                            self.dist.world, self.device), stopped
+            raise KeyboardInterrupt
 
-    def make_batch(self, items, epoch: int, b: int) -> Batch:
-        """Batch ``b`` of the epoch on the host: its items collated and augmented from (seed, epoch, b), counted
-        (``Batch.counted``), in pinned memory on CUDA."""
-        with torch.profiler.record_function("genolin.make_batch"):
-            batch = self.task.collate(items, np.random.default_rng([self.cfg.seed, epoch, b]),
-                                      progress=self.schedule.progress()).counted()
-            return batch.pinned() if self.device.type == "cuda" else batch
+    @contextlib.contextmanager
+    def installed(self):
+        own = (threading.current_thread() is threading.main_thread()
+               and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        if own:
+            signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield
+        finally:
+            if own:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            self.pending = False
+
+    @contextlib.contextmanager
+    def held(self):
+        self.holding += 1
+        try:
+            yield
+        finally:
+            self.holding -= 1
+        if self.pending and not self.holding:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def let_through(self):
+        holding, self.holding = self.holding, 0
+        try:
+            if self.pending:
+                self.pending = False
+                raise KeyboardInterrupt
+            yield
+        finally:
+            self.holding = holding
+
+
+class InterruptibleSelection(ModelSelection):
+    """``ModelSelection`` whose validations a Ctrl-C stops at once, inside the trainer's holds (``interrupts``)
+    too."""
+
+    def __init__(self, *args, interrupts: Interrupts, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.interrupts = interrupts
+
+    def evaluate(self) -> dict | None:
+        with self.interrupts.let_through():
+            return super().evaluate()
+
+
+class TrainerSteps:
+    """The optimizer-step half of ``Trainer``: forward, backward and the step, eager or replayed from a CUDA graph,
+    and SAM's second gradient. It uses the trainer's model, optimizer, config, state and schedule."""
 
     def graphed_step(self, host: Batch, b: int) -> torch.Tensor | None:
         """Optimizer step ``b`` replayed from the CUDA graph (``train_graph``): its loss, or None where the step is
@@ -324,6 +253,171 @@ class Trainer:
         self.state["step"] += 1
         self.model.redraw_favor_features(self.state["step"])
 
+
+class Trainer(TrainerSteps):
+    """One training run: the model, its optimizer and the loop (``fit``). Its parts: ``schedule`` (learning rate,
+    stop rules), ``average`` (the weight average), ``selection`` (validation, best weights, early stopping) and
+    ``run`` (the run folder), all sharing ``state``, the trainer state that checkpoints keep."""
+
+    def __init__(self, cfg: TrainConfig, spec: DataSpec, out_dir: str | os.PathLike, *, device: str = "auto",
+                 resume: bool = False, progress: bool | None = None):
+        self.spec, self.out = spec, Path(out_dir)
+        self.dist = init_distributed(device)
+        self.device = pick_device(device, self.dist.local_rank)
+        self.progress = progress if self.dist.main else False
+        self.task = get_task(spec.task, cfg)
+        self.task.load_training(spec)
+        if spec.teacher:
+            self.task.distil_from(teacher_tracks(spec.teacher, self.task, self.device, self.progress))
+        self.cfg = dataclasses.replace(cfg, model=cfg.encoder_config(self.task.head(), self.task.longest_tokens()))
+        self.task.cfg = self.cfg
+        torch.manual_seed(self.cfg.seed)
+        self.model = Encoder(self.cfg.model)
+        # fine-tuning starts from its weights, not from what the task would fit (a classifier's k-mer regression)
+        self.fitted_at_start = not resume and not self.cfg.init_weights and self.task.init_model(self.model)
+        if not resume and self.cfg.init_weights:  # fine-tuning: validated before the first step, kept unless beaten
+            ckpt.load_weights(self.cfg.init_weights, self.model)
+            self.fitted_at_start = True
+        self.model = self.model.to(self.device)
+        self._budget_before = compile_blocks(self.model, self.cfg, self.device)  # restored by close()
+        self.optimizer = make_optimizer(self.model, self.cfg, self.device)
+        self.average = WeightAverage(self.optimizer, self.cfg.ema_decay)
+        self.net = self.model
+        if self.dist.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.net = DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.predictor = Predictor(self.model, self.task, self.device, batch_size=self.cfg.batch_size,
+                                   max_tokens=self.cfg.max_tokens, amp=self.cfg.amp)
+        check_memory(self.cfg, self.task, self.model, self.device)
+        # start_margin: how far training must beat the starting model's validation score (``selection``)
+        self.state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": None, "bad_epochs": 0,
+                      "done": False, "progress": 0.0, "start_margin": 0.0}
+        self.run = ckpt.RunDir(self.out, writes=self.dist.main)  # its lock: released by close() or at exit
+        try:
+            if resume:
+                self.state.update(self.run.resume(self.model, self.optimizer))
+                log.info("resuming %s at epoch %d, step %d", self.out, self.state["epoch"] + 1, self.state["step"])
+            else:
+                self.run.start(ckpt.RunConfig(spec.task, self.cfg, spec, self.task.state()))
+        except BaseException:
+            self.close()
+            raise
+        self.schedule = Schedule(self.cfg, self.state)
+        self.epochs = self.cfg.epochs  # the schedule's, once ``fit`` starts it
+        self.interrupts = Interrupts()
+        self.saved_step = self.state["step"]  # the step of the last checkpoint (or the start): what Ctrl-C adds to
+        self.selection = InterruptibleSelection(self.cfg, self.task, self.model, self.predictor, self.average,
+                                                self.run, self.state, self.checkpoint, interrupts=self.interrupts)
+        self.graphed = (GraphedStep(self.model, self.optimizer, self.forward_loss, self.device, self.cfg.clip)
+                        if GraphedStep.wanted(self.cfg, self.task, self.model, self.device, self.dist.world) else None)
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+    def fit(self) -> dict:
+        """Train until the schedule ends, a stop rule fires or early stopping -> a summary of the run."""
+        st = self.state
+        epochs = self.epochs = self.schedule.start(len(self.epoch_batches(0)))
+        if st["step"] > 0 and (st["done"] or st["step"] >= self.schedule.total or st["epoch"] >= epochs):
+            log.info("the run is finished (step %d of %d, epoch %d of %d): nothing to train; a larger --max-steps "
+                     "or --epochs continues it", st["step"], self.schedule.total, st["epoch"], epochs)
+            return {"epochs": st["epoch"], "steps": st["step"], "best_score": st["best"],
+                    "best_epoch": st["best_epoch"], "stopped": "finished", "seconds": 0.0}
+        held = self.interrupts.held  # each validation inside lets a Ctrl-C through (InterruptibleSelection)
+        with self.interrupts.installed():
+            try:
+                with shape_free_kernels(self.device, enabled=self.task.varied_shapes()):
+                    if self.fitted_at_start and st["step"] == 0 and st["best"] is None:
+                        with held():
+                            self.selection.validate_start()
+                    self.model.train()
+                    stopped = None
+                    while st["epoch"] < epochs and not st["done"] and not self.schedule.done():
+                        record, stopped = self.train_epoch()
+                        if record is None:  # a stop rule fired inside the epoch
+                            with held():
+                                self.selection.end_stopped(stopped)
+                            break
+                        with held():
+                            self.selection.end_epoch(record)
+                        if stopped:
+                            break
+                    self.selection.threshold_as_predicted()
+            except KeyboardInterrupt:
+                with held():  # not cut short by a second Ctrl-C (torchrun passes the first on to its processes)
+                    self.save_interrupted()
+                raise
+        self.dist.barrier(self.device)
+        return {"epochs": st["epoch"] + (st["batch"] > 0), "steps": st["step"], "best_score": st["best"],
+                "best_epoch": st["best_epoch"], "stopped": stopped, "seconds": time.monotonic() - self.schedule.t_start}
+
+    def train_epoch(self) -> tuple[dict | None, str | None]:
+        """Optimizer steps over the rest of the current epoch -> (its record, or None when a stop rule ended it
+        early; the stop rule that fired, if any). Batches are made ahead on a thread; losses stay on the device
+        until the progress bar or the epoch's record reads them (no host sync a step)."""
+        from genolin.progress import progress_bar
+
+        cfg, st = self.cfg, self.state
+        epoch = st["epoch"]
+        batches = self.epoch_batches(epoch)
+        losses, tokens, items, t_epoch, stopped = [], 0, 0, time.monotonic(), None
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        if self.task.collate_reads_progress():  # made at its step, with the schedule's progress then
+            made = (self.make_batch(batches[b], epoch, b) for b in range(st["batch"], len(batches)))
+        else:
+            made = made_ahead(lambda b: self.make_batch(batches[b], epoch, b), st["batch"], len(batches))
+        with progress_bar(total=len(batches), unit="batch", desc=f"epoch {epoch + 1}/{self.epochs}",
+                          enabled=self.progress) as bar, contextlib.closing(made):
+            bar.update(st["batch"])
+            for b, batch in zip(range(st["batch"], len(batches)), made, strict=True):
+                boundary = (b + 1) % cfg.grad_accum == 0 or b + 1 == len(batches)
+                # an optimizer step and the state that counts it are taken together: a Ctrl-C waits for both
+                # (``Interrupts``); one before them drops the gradients gathered, the weights untouched
+                loss = None
+                if boundary and cfg.grad_accum == 1 and self.graphed is not None:
+                    with self.interrupts.held():  # the graph's replay is forward, backward and step in one
+                        loss = self.graphed_step(batch, b)
+                        if loss is not None:
+                            st["batch"] = b + 1
+                if loss is None:
+                    with self.graphed.eager() if self.graphed is not None else contextlib.nullcontext():
+                        loss = self.micro_step(batch, epoch, b, sync=boundary)
+                        if boundary:
+                            if cfg.sam_rho > 0:
+                                self.sharpness_aware_gradient(batches[st["batch"]:b + 1], epoch, st["batch"])
+                            with self.interrupts.held():
+                                self.optimizer_step(self.schedule.next_lr())
+                                st["batch"] = b + 1
+                losses.append(loss)
+                tokens += batch.n_tokens
+                items += len(batches[b])
+                bar.update(1)
+                if not boundary:
+                    continue
+                if not getattr(bar, "disable", True) and (st["step"] % LOSS_EVERY == 0 or b + 1 == len(batches)):
+                    seconds = time.monotonic() - t_epoch
+                    bar.set_postfix(loss=f"{torch.stack(losses[-20:]).mean().item():.4f}",
+                                    tok_s=f"{tokens * self.dist.world / seconds:.0f}")
+                stopped = self.schedule.stop_reason()
+                if stopped or self.schedule.done():
+                    break
+        if st["batch"] < len(batches) and not self.schedule.done():
+            return None, stopped
+        seconds = time.monotonic() - t_epoch
+        # the mean over ranks: the memorisation check (genolin.selection) stops every rank alike
+        loss = self.dist.mean(torch.stack(losses).tolist() if losses else [], self.device)
+        return epoch_record(epoch + 1, st["step"], loss, self.schedule.last_lr(), seconds, tokens, items,
+                            self.dist.world, self.device), stopped
+
+    def make_batch(self, items, epoch: int, b: int) -> Batch:
+        """Batch ``b`` of the epoch on the host: its items collated and augmented from (seed, epoch, b), counted
+        (``Batch.counted``), in pinned memory on CUDA."""
+        with torch.profiler.record_function("genolin.make_batch"):
+            batch = self.task.collate(items, np.random.default_rng([self.cfg.seed, epoch, b]),
+                                      progress=self.schedule.progress()).counted()
+            return batch.pinned() if self.device.type == "cuda" else batch
+
     # -- what the loop uses --------------------------------------------------------------------------------------
     def epoch_batches(self, epoch: int) -> list:
         """This rank's batches of an epoch (whole accumulation groups). With ``val_every_steps`` a track epoch is
@@ -346,11 +440,24 @@ class Trainer:
         """A crash-safe checkpoint (``RunDir.checkpoint``); with ``best`` also best.safetensors of ``best_weights``
         where given, else of the averaged weights (``ema_decay``) or the model's, with the decision threshold
         chosen on ``metrics``."""
-        if best and best_weights is None and self.cfg.ema_decay and self.run.writes:
-            with self.averaged_weights():
-                best_weights = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
-        self.run.checkpoint(self.model, self.optimizer, self.state, best=best, metrics=metrics,
-                            best_weights=best_weights)
+        with self.interrupts.held():  # a Ctrl-C meanwhile waits for it
+            if best and best_weights is None and self.cfg.ema_decay and self.run.writes:
+                with self.averaged_weights():
+                    best_weights = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+            self.run.checkpoint(self.model, self.optimizer, self.state, best=best, metrics=metrics,
+                                best_weights=best_weights)
+            self.saved_step = self.state["step"]
+
+    def save_interrupted(self) -> None:
+        """After a Ctrl-C: a checkpoint of the optimizer steps taken since the last one (none before the first
+        step), at the batch of the epoch reached, from which --resume continues as the run would have; and a
+        "stopped" line in metrics.jsonl. Only the process that writes the run directory (rank 0) writes."""
+        st = self.state
+        if st["step"] == self.saved_step:
+            return
+        self.checkpoint()
+        self.run.log_metrics({"epoch": st["epoch"] + 1, "step": st["step"], "stopped": "interrupted (Ctrl-C)",
+                              "val": None})
 
     def close(self) -> None:
         """Release the run directory's lock, the activation memory budget and the process group."""

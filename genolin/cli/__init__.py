@@ -3,7 +3,8 @@
 Each subcommand module imports only click at the top (its work is imported inside the command), so
 ``genolin --help`` stays fast and imports neither torch nor triton. Errors are reported here, once:
 ``genolin: error: <file>[:<line or record>]: <what is wrong>`` on stderr, exit status 1, and the traceback
-only with ``-v``.
+only with ``-v``; a Ctrl-C as ``genolin: interrupted (Ctrl-C); <what it left>``, exit status 130 (``train`` says
+where its checkpoint is).
 """
 
 from __future__ import annotations
@@ -58,19 +59,53 @@ class LazyGroup(click.Group):
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__context__, KeyboardInterrupt):  # Click's form of a Ctrl-C outside a command
+                click.echo(f"genolin: {interrupted()}", err=True)
+                sys.exit(INTERRUPTED)
             click.echo("Aborted!", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)  # Exit's status, else 0
 
     def invoke(self, ctx: click.Context):
+        before = _outputs()
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except KeyboardInterrupt:  # here, not as Click's "Aborted!" (exit status 1, after a blank line)
+            click.echo(f"genolin: {interrupted(before)}", err=True)
+            ctx.exit(INTERRUPTED)
         except Exception as exc:  # noqa: BLE001 - the one place errors become a message and an exit status
             _report(exc, verbose=ctx.params.get("verbose", 0) > 0)
             ctx.exit(1)
+
+
+INTERRUPTED = 130  # the shell's status of a command stopped by Ctrl-C (128 + SIGINT)
+
+
+def _outputs() -> tuple[int, int]:
+    """How many outputs this process has renamed into place and streamed (``genolin.io.atomic``'s WRITTEN and
+    STREAMED; none before it is imported)."""
+    atomic = sys.modules.get("genolin.io.atomic")
+    return (len(atomic.WRITTEN), len(atomic.STREAMED)) if atomic is not None else (0, 0)
+
+
+def interrupted(before: tuple[int, int] | None = None) -> str:
+    """What a Ctrl-C left, in words. Outputs are written under temporary names that an interrupt removes, so all it
+    can leave is outputs finished before it and a stream (standard output) cut short: those since ``before``
+    (``_outputs()`` as the command began); None: not known."""
+    if before is None:
+        return "interrupted (Ctrl-C)"
+    atomic = sys.modules.get("genolin.io.atomic")
+    written, streamed = _outputs()
+    done = list(dict.fromkeys(str(p) for p in atomic.WRITTEN[before[0]:])) if written > before[0] else []
+    names = ", ".join(done[:3]) + (f" and {len(done) - 3} more" if len(done) > 3 else "")
+    line = "interrupted (Ctrl-C)" + (f" after writing {names}" if done else "")
+    if streamed > before[1]:
+        return line + "; standard output holds what was written to it before" + (
+            ", no file was left partial" if done else ", no file was written")
+    return line + ("; nothing partial was left" if done else "; no output was written")
 
 
 def _report(exc: Exception, *, verbose: bool) -> None:
@@ -149,6 +184,9 @@ def main() -> None:
     OWNS_PROCESS = True
     try:
         cli(prog_name="genolin")
+    except KeyboardInterrupt:  # between the command and the exit
+        click.echo(f"genolin: {interrupted()}", err=True)
+        sys.exit(INTERRUPTED)
     finally:
         OWNS_PROCESS = False
         if nanobind_triton():

@@ -10,11 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from genolin.errors import InputError
+
+# every output this process has renamed into place, in order: what a command interrupted (Ctrl-C) had finished
+WRITTEN: list[Path] = []
+STREAMED: list[str] = []  # outputs written as they are made ("standard output"): an interrupt cuts them short
 
 
 def output_target(path: str | os.PathLike) -> Path:
@@ -45,16 +48,23 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     ``zipfile``). Parent folders are created. On any exception the temporary file is deleted.
     """
     final = output_target(path)
+    tmp_path: Path | None = None
     try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    except OSError as exc:  # named after the output the user gave, not the temporary file
-        raise InputError(final, f"cannot write here: {exc.strerror or exc}") from None
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            while tmp_path is None:
+                # named before it is made: an interrupt (Ctrl-C) from here on finds it to remove
+                tmp_path = final.parent / f".{final.name}.{os.urandom(6).hex()}.tmp"
+                try:
+                    os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                except OSError as exc:  # not made: nothing to remove (FileExistsError: another's file, another name)
+                    tmp_path = None
+                    if not isinstance(exc, FileExistsError):
+                        raise
+        except OSError as exc:  # named after the output the user gave, not the temporary file
+            raise InputError(final, f"cannot write here: {exc.strerror or exc}") from None
         yield tmp_path
-        # mkstemp creates the file 0600; give the result the usual permissions of a new file.
+        # made 0600 (as mkstemp makes them); the result gets the usual permissions of a new file
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp_path, 0o666 & ~umask)
@@ -62,8 +72,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.replace(tmp_path, final)
         except OSError as exc:
             raise InputError(final, f"cannot write: {exc.strerror or exc}") from None
+        WRITTEN.append(final)
     except BaseException:
-        tmp_path.unlink(missing_ok=True)
+        if tmp_path is not None:
+            with contextlib.suppress(OSError):  # the error that brought us here is the one to report
+                tmp_path.unlink(missing_ok=True)
         raise
 
 
@@ -91,6 +104,7 @@ def output_text(path: str | os.PathLike) -> Iterator:
     if str(path) == "-":
         import sys
 
+        STREAMED.append("standard output")
         yield sys.stdout
         sys.stdout.flush()
         return

@@ -15,11 +15,13 @@ formatting nor the text passes through the process that runs the model.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import io
 import os
 import queue
 import shutil
+import signal
 import tempfile
 import threading
 from concurrent.futures import Executor
@@ -203,15 +205,25 @@ class BedGraphWriter:
             self.formatting.append(format_bins(*stretch))
         else:
             if self._parts is None:
-                where = getattr(self.fh, "name", None)
-                beside = isinstance(where, str) and os.path.isfile(where)  # else a temporary folder (a buffer)
-                folder = os.path.dirname(os.path.abspath(where)) if beside else None
-                base = os.path.basename(where) if beside else "bedgraph"
-                self._parts = tempfile.mkdtemp(prefix=f".{base}.", suffix=".parts.tmp", dir=folder)
+                self._make_parts()
             path = os.path.join(self._parts, f"{self._sent}.txt")
             self._sent += 1
             self.formatting.append(self.pool.submit(format_bins_to, path, *stretch))
         self._drain(self.in_flight)
+
+    def _make_parts(self) -> None:
+        """The folder of the workers' part files: beside ``fh``, else (a buffer) in the temporary folder."""
+        where = getattr(self.fh, "name", None)
+        beside = isinstance(where, str) and os.path.isfile(where)
+        folder = os.path.dirname(os.path.abspath(where)) if beside else tempfile.gettempdir()
+        base = os.path.basename(where) if beside else "bedgraph"
+        while self._parts is None:
+            # named before it is made: an interrupt (Ctrl-C) from here on finds it to remove (``_remove_parts``)
+            self._parts = os.path.join(folder, f".{base}.{os.urandom(6).hex()}.parts.tmp")
+            try:
+                os.mkdir(self._parts, 0o700)
+            except FileExistsError:  # another's folder: not this writer's to remove
+                self._parts = None
 
     def _drain(self, keep: int) -> None:
         """Write finished results in order until at most ``keep`` are pending (and none at the front is done)."""
@@ -320,15 +332,43 @@ def format_workers(cpus: int | None = None) -> int:
 def format_pool(workers: int | None = None, bins: int | None = None):
     """A context manager giving a process pool for ``BedGraphWriter`` (spawned: no fork of a process that holds
     CUDA or threads), or None when ``format_workers`` says none or the writers get fewer than ``POOL_MIN_BINS``
-    ``bins`` (None: any number)."""
-    import contextlib
+    ``bins`` (None: any number). Its workers leave Ctrl-C to this process (``sigint_blocked``)."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     workers = format_workers() if workers is None else workers
     if workers < 1 or (bins is not None and bins < POOL_MIN_BINS):
         return contextlib.nullcontext(None)
-    return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+
+    class Pool(ProcessPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            with sigint_blocked():  # workers are started here, as they are needed
+                return super().submit(fn, *args, **kwargs)
+
+    return Pool(workers, mp_context=mp.get_context("spawn"), initializer=ignore_sigint)
+
+
+@contextlib.contextmanager
+def sigint_blocked():
+    """SIGINT blocked in this thread inside: a process started here begins with it blocked, so a Ctrl-C at the
+    terminal (which signals every process of the job) cannot stop it before it calls ``ignore_sigint``. A Ctrl-C
+    meanwhile is not lost: another thread takes it, or it arrives as the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def ignore_sigint() -> None:
+    """In a child process started under ``sigint_blocked``: Ctrl-C is the parent's to handle (it stops the child
+    and removes what the child wrote), so the child ignores it, then unblocks it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 _scratch = threading.local()  # per thread: reusable buffers of bedgraph_lines

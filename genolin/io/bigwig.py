@@ -30,15 +30,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import struct
 import tempfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
-from genolin.io.atomic import atomic_path
-from genolin.io.bedgraph import DECIMALS, Stretches
+from genolin.io.atomic import WRITTEN, atomic_path
+from genolin.io.bedgraph import DECIMALS, Stretches, ignore_sigint, sigint_blocked
 
 BIGWIG_MAGIC, BPT_MAGIC, RTREE_MAGIC = 0x888FFC26, 0x78CA8C91, 0x2468ACE0
 # values per data block: 16 kB uncompressed (UCSC's 1,024 took 0.45 s for what 4,096 write in 0.35: per-block work)
@@ -204,16 +206,20 @@ class BigWigWriter:
         self.last: tuple[int, int] = (-1, -1)  # (chrom id, end) of the last bin added: they must come in order
 
     def __enter__(self) -> BigWigWriter:
-        tmp = self._stack.enter_context(atomic_path(self.path))
-        self.file = self._stack.enter_context(open(tmp, "wb"))
-        self.pool = self._stack.enter_context(ThreadPoolExecutor(COMPRESS_THREADS))
-        self.file.write(b"\0" * (64 + 24 * ZOOM_HEADERS))
-        self.summary_offset = self.file.tell()  # where kent's writer puts it (readers fetch the header and it at once)
-        self.file.write(b"\0" * 40)
-        self.tree_offset = self.file.tell()
-        self.file.write(_bptree(self.names, [self.lengths[c] for c in self.names], self.tree_offset))
-        self.data_offset = self.file.tell()
-        self.file.write(b"\0" * 8)  # the block count
+        try:
+            tmp = self._stack.enter_context(atomic_path(self.path))
+            self.file = self._stack.enter_context(open(tmp, "wb"))
+            self.pool = self._stack.enter_context(ThreadPoolExecutor(COMPRESS_THREADS))
+            self.file.write(b"\0" * (64 + 24 * ZOOM_HEADERS))
+            self.summary_offset = self.file.tell()  # where kent's writer puts it (readers fetch it with the header)
+            self.file.write(b"\0" * 40)
+            self.tree_offset = self.file.tell()
+            self.file.write(_bptree(self.names, [self.lengths[c] for c in self.names], self.tree_offset))
+            self.data_offset = self.file.tell()
+            self.file.write(b"\0" * 8)  # the block count
+        except BaseException as failed:  # no __exit__ follows a failed __enter__: the temporary file goes here
+            self._stack.__exit__(type(failed), failed, failed.__traceback__)
+            raise
         return self
 
     def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> None:
@@ -371,12 +377,16 @@ class BigWigWriter:
 
 def _serve(path: str, lengths: dict[str, int], inbox, outbox) -> None:
     """The child process: a BigWigWriter fed from ``inbox`` until ("close", commit); reports (kind, message) to
-    ``outbox``: kind None when done, "input" for a file the user named that cannot be written, else "error"."""
+    ``outbox``: kind None when its file was written, "abandoned" when it was dropped (the parent gave up), "input"
+    for a file the user named that cannot be written, else "error"."""
     import multiprocessing as mp
     import queue
 
     from genolin.errors import InputError
 
+    ignore_sigint()  # the parent's to handle: it closes this writer without committing
+    # SIGTERM (multiprocessing's end of a parent that exits without closing the writer): leave no file
+    signal.signal(signal.SIGTERM, _abandon)
     parent = mp.parent_process()
     try:
         with BigWigWriter(path, lengths) as w:
@@ -394,8 +404,8 @@ def _serve(path: str, lengths: dict[str, int], inbox, outbox) -> None:
                         raise _Abandoned
                     break
         outbox.put((None, ""))
-    except _Abandoned:
-        outbox.put((None, ""))
+    except _Abandoned:  # stopped as the file was renamed into place: it was written all the same
+        outbox.put((None, "") if WRITTEN else ("abandoned", "the writer process was stopped"))
     except (InputError, OSError) as exc:
         outbox.put(("input", str(exc.args[-1] if isinstance(exc, InputError) else exc.strerror or exc)))
     except BaseException as exc:  # noqa: BLE001 -- reported to the parent, which raises it
@@ -404,6 +414,10 @@ def _serve(path: str, lengths: dict[str, int], inbox, outbox) -> None:
 
 class _Abandoned(Exception):
     """The parent gave up: leave no file."""
+
+
+def _abandon(signum, frame) -> None:
+    raise _Abandoned
 
 
 class BackgroundBigWigWriter:
@@ -425,7 +439,13 @@ class BackgroundBigWigWriter:
         self.stretches = Stretches(batch_bins)
 
     def __enter__(self) -> BackgroundBigWigWriter:
-        self.proc.start()
+        try:
+            with sigint_blocked():  # a Ctrl-C is this process's to handle (the child ignores it: ``_serve``)
+                self.proc.start()
+        except BaseException:
+            if self.proc.pid is not None:  # started: it drops its file and ends
+                self._close(commit=False)
+            raise
         return self
 
     def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> None:
@@ -485,19 +505,41 @@ class BackgroundBigWigWriter:
     def _close(self, commit: bool) -> None:
         import queue
 
-        while self.report is None and self.proc.is_alive():  # wait for room only while the child lives
-            try:
-                self.inbox.put(("close", commit), timeout=0.5)
-                break
-            except queue.Full:
-                continue
-        if commit:
-            self._finish()
-        else:  # already failing: wait for the child to drop its file, keep the first error
-            try:
+        try:
+            while self.report is None and self.proc.is_alive():  # wait for room only while the child lives
+                try:
+                    self.inbox.put(("close", commit), timeout=0.5)
+                    break
+                except queue.Full:
+                    continue
+            if commit:
                 self._finish()
-            except Exception:  # noqa: BLE001
-                pass
+                WRITTEN.append(Path(self.path))  # renamed into place by the child
+            else:  # already failing: wait for the child to drop its file, keep the first error
+                try:
+                    self._finish()
+                except Exception:  # noqa: BLE001
+                    pass
+        except KeyboardInterrupt:  # while the child finishes: it is not waited for, nor left to finish
+            self._stop()
+            raise
+
+    def _stop(self) -> None:
+        """The child ended at once (SIGTERM: ``_abandon``), dropping its file unless it had renamed it into place
+        (then, as it reports, the file counts as written)."""
+        import queue
+
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join()
+        self.inbox.cancel_join_thread()
+        if self.report is None:
+            try:
+                self.report = self.outbox.get(timeout=1.0)
+            except queue.Empty:
+                return
+        if self.report == (None, ""):
+            WRITTEN.append(Path(self.path))
 
 
 __all__ = ["BackgroundBigWigWriter", "BigWigWriter"]
