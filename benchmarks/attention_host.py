@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import datetime as dt
 import io
 import json
 import pstats
+import sys
 import time
 from pathlib import Path
 
 import torch
 import triton
 
-from genolin.ops import favor_projection, linear_attention
-from genolin.ops import linear_attn_triton as lat
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import attention_inputs, attention_options, now, write_result  # noqa: E402
+
+from genolin.ops import favor_projection, linear_attention  # noqa: E402
+from genolin.ops import linear_attn_triton as lat  # noqa: E402
 
 
 def paths(q, k, v, do, fm, w):
@@ -51,21 +54,13 @@ def paths(q, k, v, do, fm, w):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, nargs="+", default=[16_384])
-    ap.add_argument("--b", type=int, default=1)
-    ap.add_argument("--h", type=int, default=8)
-    ap.add_argument("--d", type=int, default=64)
-    ap.add_argument("--maps", nargs="+", default=["elu", "favor"])
+    attention_options(ap, n=[16_384])
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     rows, profiles = [], {}
     lines = ["| map | N | path | do_bench ms | host issue ms/call |", "|---|---:|---|---:|---:|"]
     for n in args.n:
-        g = torch.Generator(device="cuda").manual_seed(n)
-        shape = (args.b, n, args.h, args.d)
-        q, k, v, do = (torch.randn(shape, device="cuda", generator=g).mul(0.5).bfloat16() for _ in range(4))
-        for t in (q, k, v):
-            t.requires_grad_()
+        q, k, v, do = attention_inputs((args.b, n, args.h, args.d), seed=n)
         for fm in args.maps:
             w = favor_projection(128, args.d, seed=0, device="cuda") if fm == "favor" else None
             calls = paths(q, k, v, do, fm, w)
@@ -91,15 +86,12 @@ def main() -> None:
             text = io.StringIO()
             pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(12)
             profiles[f"{fm} N={n}"] = text.getvalue()
-    meta = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "gpu": torch.cuda.get_device_name(),
-            "torch": torch.__version__, "triton": triton.__version__, "B": args.b, "H": args.h, "D": args.d}
+    meta = {"date": now(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "triton": triton.__version__, "B": args.b, "H": args.h, "D": args.d}
     print(json.dumps(meta))
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out + ".json").write_text(json.dumps({"meta": meta, "rows": rows, "profiles": profiles},
-                                                       indent=2) + "\n")
-        Path(args.out + ".md").write_text(f"# Attention host cost ({meta['gpu']}, {meta['date']})\n\n"
-                                          + "\n".join(lines) + "\n")
+        write_result(args.out, {"meta": meta, "rows": rows, "profiles": profiles},
+                     f"# Attention host cost ({meta['gpu']}, {meta['date']})\n\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

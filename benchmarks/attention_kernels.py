@@ -19,17 +19,20 @@ fla's against the float32 reference of its kind (bidirectional or causal).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import platform
+import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 import triton
 
-from genolin import __version__
-from genolin.ops import causal_linear_attention, favor_projection, linear_attention, softmax_attention
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import attention_inputs, copy_bandwidth, now, write_result  # noqa: E402
+
+from genolin import __version__  # noqa: E402
+from genolin.ops import causal_linear_attention, favor_projection, linear_attention, softmax_attention  # noqa: E402
 
 SIZES = [(1, 16_384), (1, 131_072), (1, 1_048_576), (8, 131_072)]
 H, D = 8, 64
@@ -88,14 +91,6 @@ def methods(n: int):
 INFERENCE_ONLY = {"genolin fla elu (causal)"}
 
 
-def copy_bandwidth() -> float:
-    """Bytes per second of a device-to-device copy (read + write), 4 GiB moved."""
-    x = torch.empty(2**29, dtype=torch.float32, device="cuda")
-    y = torch.empty_like(x)
-    ms = triton.testing.do_bench(lambda: y.copy_(x), warmup=25, rep=200, return_mode="median")
-    return 2 * x.numel() * 4 / (ms / 1e3)
-
-
 def measure(fn, q, k, v, do, backward: bool):
     """(median ms, peak bytes allocated beyond the inputs and the outputs: o, and dq, dk, dv with backward)."""
     torch.cuda.synchronize()
@@ -119,12 +114,10 @@ def measure(fn, q, k, v, do, backward: bool):
 
 def write(prefix: str, rows: list[dict], bw: float) -> str:
     """PREFIX.json and PREFIX.md of the rows so far; returns the markdown."""
-    meta = {"benchmark": "attention_kernels", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    meta = {"benchmark": "attention_kernels", "date": now(),
             "genolin": __version__, "torch": torch.__version__, "triton": triton.__version__,
             "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(), "python": platform.python_version(),
             "copy_bandwidth_GBps": bw / 1e9, "dtype": "bfloat16"}
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    Path(prefix + ".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     lines = [f"# Linear attention kernels, {meta['gpu']}, {meta['date']}", "",
              f"torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}, genolin {__version__}; bf16, "
              f"H = {H}, D = E = {D}; copy bandwidth {bw / 1e9:.0f} GB/s (read + write); medians of CUDA-event "
@@ -142,7 +135,7 @@ def write(prefix: str, rows: list[dict], bw: float) -> str:
                      f"{r['floor_fwd_ms']:.3f} | {r['floor_fwdbwd_ms']:.3f} | {r['fwd_extra_bytes'] / 2**20:.1f} | "
                      f"{fb[1]} | {err} |")
     text = "\n".join(lines) + "\n"
-    Path(prefix + ".md").write_text(text)
+    write_result(prefix, {"meta": meta, "rows": rows}, text)
     return text
 
 
@@ -155,11 +148,7 @@ def main() -> None:
     bw = copy_bandwidth()
     rows = []
     for b, n in SIZES:
-        g = torch.Generator(device="cuda").manual_seed(n + b)
-        q, k, v, do = (torch.randn(b, n, H, D, device="cuda", generator=g).mul(0.5).bfloat16() for _ in range(4))
-        q.requires_grad_()
-        k.requires_grad_()
-        v.requires_grad_()
+        q, k, v, do = attention_inputs((b, n, H, D), seed=n + b)
         elems = b * n * H * D
         floor_fwd = elems * 4 * 2 / bw * 1e3  # read q, k, v + write o, bf16
         floor_fb = floor_fwd + elems * 7 * 2 / bw * 1e3  # + read q, k, v, do + write dq, dk, dv

@@ -42,33 +42,20 @@ folder); a run whose evaluations exist there is not run again.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as cf
 import json
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from promoter_tracks import run, run_metadata  # noqa: E402
-from track_recipes import (  # noqa: E402
-    COST_COLUMNS,
-    GpuSlots,
-    collect,
-    cost_cells,
-    genome_row,
-    only_gpu,
-    parse_recipe,
-    spread,
-)
+from common import GENOLIN, GpuSlots, collect, run, run_env, run_metadata, write_result  # noqa: E402
+from promoter_tracks import run_state, train_command, with_sets  # noqa: E402
+from track_recipes import COST_COLUMNS, cost_cells, genome_row, header, recipe_parser, run_options, setup, spread  # noqa: E402
 
 from genolin.models.build import GENOMES as REGISTRY  # noqa: E402
 from genolin.models.build import READY  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-
 
 # name -> ((FASTA, BED), organism, class, phylum, complete map): the registry the bundled model is built from
 GENOMES = {name: (pair, cls, phylum, complete) for name, (pair, _, cls, phylum, complete) in REGISTRY.items()}
@@ -101,11 +88,9 @@ class Runner:
 
     def __init__(self, args, data: dict[str, tuple[str, str]]):
         self.args, self.data = args, data
-        self.py = [sys.executable, "-m", "genolin", "-q"]
 
     def env(self, gpu: int | None) -> dict:
-        # each run's share of the host's cores (a dozen runs of a thread per core each overload a 64-core host)
-        return {**os.environ, "OMP_NUM_THREADS": str(self.args.threads), **only_gpu(gpu)}
+        return run_env(self.args.threads, gpu)
 
     def train(self, run_dir: Path, genomes: list[tuple[str, str]], settings: dict, seed: int, log: Path,
               gpu: int | None, init: str | None = None, teachers: list[str] = ()) -> float | None:
@@ -115,13 +100,9 @@ class Runner:
             return None
         preset = settings.get("preset", self.args.preset)
         settings = {k: v for k, v in settings.items() if k not in RECIPE_KEYS}
-        pairs = [a for fa, bed in genomes for a in ("--fasta", fa, "--tss", bed)]
-        sets = [a for k, v in {**settings, **dict(s.split("=", 1) for s in self.args.set)}.items()
-                for a in ("--set", f"{k}={v}")]
         start = ["--init", init] if init else ["--preset", preset]
-        return run([*self.py, "train", *pairs, *start, *sets, *[a for t in teachers for a in ("--teacher", str(t))],
-                    "--device", self.args.device, "--seed", str(seed), "--max-minutes", str(self.args.max_minutes),
-                    "--out", str(run_dir)], log, self.env(gpu))
+        return run(train_command(self.args, genomes, start, with_sets(settings, self.args.set), seed, run_dir,
+                                 [a for t in teachers for a in ("--teacher", str(t))]), log, self.env(gpu))
 
     def evaluate(self, run_dir: Path, pair: tuple[str, str], out: Path, log: Path, gpu: int | None) -> dict:
         """``genome_row`` of the run on one genome (evaluated unless found in ``out``)."""
@@ -129,7 +110,7 @@ class Runner:
         if offsets > 1:  # a folder of its own: an evaluation found is not run again
             out = out.with_name(f"{out.name}_off{offsets}")
         if not (out / "metrics.json").exists():
-            run([*self.py, "evaluate", "--model", str(run_dir), "--fasta", pair[0], "--tss", pair[1],
+            run([*GENOLIN, "evaluate", "--model", str(run_dir), "--fasta", pair[0], "--tss", pair[1],
                  "--rc-average", "--offset-average", str(offsets), "--device", self.args.device, "--out", str(out)],
                 log, self.env(gpu))
         m = json.loads((out / "metrics.json").read_text())
@@ -142,7 +123,7 @@ class Runner:
         if self.args.ensemble_form == "product":  # as a user runs it: one evaluate of every member
             out = out.with_name(f"{out.name}_product")
             if not (out / "metrics.json").exists():
-                run([*self.py, "evaluate", *[a for d in run_dirs for a in ("--model", str(d))], "--fasta", pair[0],
+                run([*GENOLIN, "evaluate", *[a for d in run_dirs for a in ("--model", str(d))], "--fasta", pair[0],
                      "--tss", pair[1], "--rc-average", "--device", self.args.device, "--out", str(out)], log,
                     self.env(gpu))
             (gm,) = json.loads((out / "metrics.json").read_text())["genomes"].values()
@@ -193,8 +174,7 @@ def place_of(label: list) -> tuple:
 
 def run_record(run_dir: Path) -> dict:
     """A finished training's steps, validation and memorisation flags."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    state = json.loads((run_dir / "trainer_state.json").read_text())
+    state, records = run_state(run_dir)
     return {"steps": state["step"], "best_val_score": state["best"],
             "memorising": any("memorising" in r for r in records),
             "by_clock": state["progress"] > 0 if "progress" in state else None}
@@ -393,13 +373,8 @@ def ensembles_how(args: dict) -> str:
 
 def tables(rows: list[dict], meta: dict) -> str:
     a = meta["args"]
-    lines = [f"# Promoter-track recipes on eleven bacterial genomes ({meta['date']})", "",
-             f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
-             f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once"
-             + (f"; scored with --offset-average {a['offset_average']}" if a.get("offset_average", 1) > 1 else ""),
-             "", f"`{meta['command']}`", "",
-             "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
-                                    for n, s in meta["recipes"].items()), "",
+    lines = [*header(meta, "Promoter-track recipes on eleven bacterial genomes",
+                     f"; scored with --offset-average {a['offset_average']}" if a.get("offset_average", 1) > 1 else ""),
              *([ensembles_how(a) + "; ".join(f"**{n}** {' + '.join(m)}" for n, m in meta["ensembles"].items()), ""]
                if meta.get("ensembles") else []),
              "Folds (held out together): " + "; ".join(f"{f}: {', '.join(m)}" for f, m in FOLDS.items()) + ". Near: "
@@ -458,15 +433,7 @@ def tables(rows: list[dict], meta: dict) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the shared data folder")
-    p.add_argument("--recipe", action="append", default=None, metavar="NAME:KEY=VALUE,...",
-                   help="a recipe: a name and settings (repeat; default: shipped, the preset as it is)")
-    p.add_argument("--folds", default=None,
-                   help=f"folds to hold out in turn, comma-separated (default {','.join(FOLDS)})")
-    p.add_argument("--seeds", default=None, help="training seeds, comma-separated (default 0,1,2)")
-    p.add_argument("--preset", default=None, help="model preset (default base)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting for every run")
+    p = recipe_parser(__doc__, "--folds", f"folds to hold out in turn, comma-separated (default {','.join(FOLDS)})")
     p.add_argument("--ready", action="store_true", help="also train each recipe on every READY genome (seed 0)")
     p.add_argument("--finetune", default="", metavar="GENOMES",
                    help="fine-tuning on these held-out genomes (comma-separated), the first recipe's seed-0 models")
@@ -483,14 +450,7 @@ def main() -> None:
     p.add_argument("--tss", help="with --score-members: its TSS BED")
     p.add_argument("--offset-average", type=int, default=1, metavar="N",
                    help="evaluate with --offset-average N (tilings of the genome's windows averaged)")
-    p.add_argument("--max-minutes", type=float, default=None, help="time limit of one training (default 60)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads of each run (default: cores / --parallel)")
-    p.add_argument("--parallel", type=int, default=1, help="runs at once (on one GPU they share it)")
-    p.add_argument("--gpus", type=int, default=0, help="spread the runs over this many GPUs (0: each sees all)")
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--quick", action="store_true", help="a smoke run: tiny, fold A, seed 0, 20 steps")
-    p.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
-    p.add_argument("--out", default="benchmarks/results/bacteria_proxy/latest", help="output prefix")
+    run_options(p, "bacteria_proxy", "tiny, fold A, seed 0, 20 steps", limits=True)
     args = p.parse_args()
     if args.score_members:
         if not (args.fasta and args.tss):
@@ -499,14 +459,7 @@ def main() -> None:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         return
-    defaults = {"preset": "base", "seeds": "0,1,2", "folds": ",".join(FOLDS), "max_minutes": 60.0,
-                "threads": max(1, len(os.sched_getaffinity(0)) // args.parallel), "recipe": ["shipped"],
-                **(QUICK if args.quick else {})}
-    for key, value in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    args.work = args.work or tempfile.mkdtemp(prefix="bacteria_proxy_")
-    recipes = dict(parse_recipe(r) for r in args.recipe)
+    recipes = setup(args, "bacteria_proxy", QUICK, folds=",".join(FOLDS))
     args.recipes = recipes
     fold_names = [] if args.folds == "none" else args.folds.split(",")
     check_teachers(recipes, args.ready, bool(fold_names))
@@ -526,16 +479,12 @@ def main() -> None:
     meta = {**run_metadata("bacteria_proxy", {k: v for k, v in vars(args).items() if k != "recipe"}),
             "recipes": recipes, "ensembles": ensembles, "folds": FOLDS}
     rows, failed = [], []
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
 
     def write() -> str:  # after every run, so a time limit keeps what finished
         order = [*recipes, *ensembles]
         rows.sort(key=lambda r: (r["kind"], order.index(r["recipe"]), r.get("fold", r.get("genome", "")), r["seed"]))
-        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
-                                            + "\n")
         text = tables(rows, meta) if rows else "no run finished\n"
-        out.with_suffix(".md").write_text(text)
+        write_result(Path(args.out), {"meta": meta, "rows": rows, "failed": failed}, text)
         return text
 
     slots = GpuSlots(args.parallel, args.gpus)

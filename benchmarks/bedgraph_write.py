@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import resource
@@ -30,6 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result  # noqa: E402
+
 from genolin import __version__  # noqa: E402
 from genolin.bench import cpu_name  # noqa: E402
 from genolin.io.bedgraph import BedGraphWriter, format_pool  # noqa: E402
@@ -51,6 +53,17 @@ def cpu_times() -> tuple[float, float, float]:
     return me.ru_utime, me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
+def feed(writers: list, contigs: list[tuple[str, np.ndarray]], stride: int, piece_bins: int) -> None:
+    """Both strands' writers fed the contigs' tracks in pieces of ``piece_bins``, each contig flushed at its end."""
+    for contig, track in contigs:
+        for first in range(0, len(track), piece_bins):
+            piece = track[first: first + piece_bins]
+            for s in range(2):
+                writers[s].add(contig, first, piece[:, s], stride, len(track) * stride)
+        for w in writers:
+            w.flush()
+
+
 def run(contigs: list[tuple[str, np.ndarray]], stride: int, piece_bins: int, workers: int, folder: Path) -> dict:
     paths = [folder / f"w{workers}.{strand}.bedGraph" for strand in ("plus", "minus")]
     with format_pool(workers) as pool:
@@ -60,14 +73,7 @@ def run(contigs: list[tuple[str, np.ndarray]], stride: int, piece_bins: int, wor
         t0 = time.perf_counter()
         with open(paths[0], "wb") as f0, open(paths[1], "wb") as f1:
             writers = [BedGraphWriter(f, "synthetic", "0,0,0", pool=pool) for f in (f0, f1)]
-            for contig, track in contigs:
-                length = len(track) * stride
-                for first in range(0, len(track), piece_bins):
-                    piece = track[first: first + piece_bins]
-                    for s in range(2):
-                        writers[s].add(contig, first, piece[:, s], stride, length)
-                for w in writers:
-                    w.flush()
+            feed(writers, contigs, stride, piece_bins)
             for w in writers:
                 w.close()
         wall = time.perf_counter() - t0
@@ -143,9 +149,7 @@ def report(title: str, result: dict, table: list[str], out: Path) -> None:
     text = (f"# {title}\n\n{result['cpu']} ({result['cores']} cores), genolin {result['genolin']}, "
             f"{result['date']}\n\n`{result['command']}`\n\n" + "\n".join(table) + "\n")
     print(text)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(text)
+    write_result(out, result, text)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,17 @@ from genolin.io.bedgraph import DECIMALS, BedGraphWriter  # noqa: E402
 from genolin.io.bigwig import BackgroundBigWigWriter, BigWigWriter  # noqa: E402
 
 
-class LibBigWig:
+class Writer:
+    """What the feeding loop asks of a writer besides ``add``: entering it and flushing (nothing here)."""
+
+    def __enter__(self):
+        return self
+
+    def flush(self):
+        pass
+
+
+class LibBigWig(Writer):
     """pyBigWig with 10 zoom levels, the values fed as genolin's writer took them before (fixed-step entries)."""
 
     def __init__(self, path, lengths):
@@ -41,27 +51,18 @@ class LibBigWig:
         self.bw = pyBigWig.open(str(path), "w")
         self.bw.addHeader(list(lengths.items()), maxZooms=10)
 
-    def __enter__(self):
-        return self
-
     def add(self, contig, first_bin, values, stride, length):
         self.bw.addEntries(contig, first_bin * stride, values=np.round(values.astype(np.float64), DECIMALS),
                            span=stride, step=stride)
-
-    def flush(self):
-        pass
 
     def __exit__(self, *exc):
         self.bw.close()
 
 
-class BedGraph:
+class BedGraph(Writer):
     def __init__(self, path, lengths):
         self.f = open(path, "wb")
         self.w = BedGraphWriter(self.f, "synthetic", "0,0,0")
-
-    def __enter__(self):
-        return self
 
     def add(self, *args):
         self.w.add(*args)
@@ -74,7 +75,7 @@ class BedGraph:
         self.f.close()
 
 
-class PyBigtools:
+class PyBigtools(Writer):
     """pybigtools (the Rust bigtools library) fed as genolin's writer would feed it: each piece's values rounded to
     DECIMALS and merged into runs of equal value (as the bedGraph writer does), handed through a queue to
     ``BigWigWriter.write`` running on a thread (it takes an iterator of (contig, start, end, value))."""
@@ -95,9 +96,6 @@ class PyBigtools:
         self.thread = threading.Thread(target=self.writer.write, args=(dict(lengths), entries()))
         self.thread.start()
 
-    def __enter__(self):
-        return self
-
     def add(self, contig, first_bin, values, stride, length):
         v = np.round(values.astype(np.float64), DECIMALS)
         cuts = np.flatnonzero(np.diff(v)) + 1
@@ -106,9 +104,6 @@ class PyBigtools:
         a = (first_bin + starts) * stride
         b = np.minimum((first_bin + ends) * stride, length)
         self.queue.put(list(zip([contig] * len(a), a.tolist(), b.tolist(), v[starts].tolist(), strict=True)))
-
-    def flush(self):
-        pass
 
     def __exit__(self, *exc):
         self.queue.put(None)
@@ -120,7 +115,7 @@ WRITERS = {"genolin": BigWigWriter, "genolin, 2 processes": BackgroundBigWigWrit
 
 
 def run(name: str, contigs, stride: int, piece_bins: int, folder: Path) -> dict:
-    from bedgraph_write import cpu_times
+    from bedgraph_write import cpu_times, feed
 
     lengths = {c: len(t) * stride for c, t in contigs}
     suffix = "bedGraph" if name == "bedGraph" else "bw"
@@ -130,13 +125,7 @@ def run(name: str, contigs, stride: int, piece_bins: int, folder: Path) -> dict:
     writers = [WRITERS[name](p, lengths) for p in paths]
     for w in writers:
         w.__enter__()
-    for contig, track in contigs:
-        for first in range(0, len(track), piece_bins):
-            piece = track[first: first + piece_bins]
-            for s in range(2):
-                writers[s].add(contig, first, piece[:, s], stride, lengths[contig])
-        for w in writers:
-            w.flush()
+    feed(writers, contigs, stride, piece_bins)
     for w in writers:
         w.__exit__(None, None, None)
     wall = time.perf_counter() - t0

@@ -19,14 +19,14 @@ Writes PREFIX.json and PREFIX.md.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from promoter_tracks import BACTERIA, run_metadata  # noqa: E402
+from common import run_metadata, write_result  # noqa: E402
+from promoter_tracks import BACTERIA  # noqa: E402
 
 
 def f1(calls: dict, d: int = 100) -> float:
@@ -109,10 +109,8 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     meta = run_metadata("call_rules", vars(args))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out + ".json").write_text(json.dumps({"meta": meta, "rows": rows, "summary": summary}, indent=2) + "\n")
-    Path(args.out + ".md").write_text(f"# Calling rules on held-out genomes ({meta['date']})\n\n"
-                                      f"`{meta.get('command', '')}`\n\n{table}\n")
+    write_result(args.out, {"meta": meta, "rows": rows, "summary": summary},
+                 f"# Calling rules on held-out genomes ({meta['date']})\n\n`{meta.get('command', '')}`\n\n{table}\n")
 
 
 if __name__ == "__main__":

@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
-import json
 import os
-import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from genolin import __version__
-from genolin.bench import cpu_name
-from genolin.model import Encoder, EncoderConfig
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import command, heading, made_on, profile_table, timed, versions, write_result  # noqa: E402
+
+from genolin.bench import cpu_name  # noqa: E402
+from genolin.model import Encoder, EncoderConfig  # noqa: E402
 
 BASE = dict(vocab_size=4101, d_model=256, n_layers=6, n_heads=8, mixer="hybrid", track_channels=2, dropout=0.0)
 
@@ -88,31 +86,6 @@ def forward_fn(model: Encoder, ids: torch.Tensor, amp: bool):
     return forward
 
 
-def timed_ms(fn, device: torch.device, repeats: int) -> list[float]:
-    out = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out
-
-
-def profile_table(fn, device: torch.device, rows: int) -> str:
-    from torch.profiler import ProfilerActivity, profile
-
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=acts) as prof:
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    return prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=60)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
@@ -138,8 +111,9 @@ def main() -> None:
         os.environ["GENOLIN_FUSED"] = str(values.get("fused", "auto"))  # "reference": no fused block kernels
         model = build(values, dev)
         fn = forward_fn(model, ids, amp)
-        timed_ms(fn, dev, args.warmup)
-        ms = timed_ms(fn, dev, args.repeats)
+        for _ in range(args.warmup):
+            fn()
+        ms = [1e3 * timed(fn, dev)[0] for _ in range(args.repeats)]
         med = statistics.median(ms)
         row = {"variant": name, "settings": values, "ms": round(med, 3), "ms_min": round(min(ms), 3),
                "m_tokens_s": ids.numel() / med / 1e3,
@@ -154,25 +128,18 @@ def main() -> None:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
 
-    meta = {"benchmark": "encoder_forward", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None, "cpu": cpu_name(), "amp_bf16": amp,
-            "batch": args.batch, "tokens": args.tokens, "base": BASE,
-            "command": " ".join(["python benchmarks/encoder_forward.py", *sys.argv[1:]])}
-    prefix = Path(args.out)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "profiles": tables}, indent=2)
-                                           + "\n")
-    lines = [f"# Encoder inference forward, one batch of genome windows ({meta['date']})", "",
-             f"{meta['gpu'] or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}, bf16 "
-             f"{'on' if amp else 'off'}; batch {args.batch} x {args.tokens} tokens; base: d_model 256, 6 layers, "
-             "8 heads, hybrid", "", f"`{meta['command']}`", "",
+    meta = {**versions("encoder_forward"), "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None,
+            "cpu": cpu_name(), "amp_bf16": amp, "batch": args.batch, "tokens": args.tokens, "base": BASE,
+            "command": command("encoder_forward")}
+    lines = [*heading("Encoder inference forward, one batch of genome windows", meta,
+                      f"{made_on(meta)}, bf16 {'on' if amp else 'off'}; batch {args.batch} x {args.tokens} tokens; "
+                      "base: d_model 256, 6 layers, 8 heads, hybrid"),
              "| variant | settings | ms (median) | ms (min) | M tokens/s |", "|---|---|---:|---:|---:|"]
     lines += [f"| {r['variant']} | {r['settings'] or '-'} | {r['ms']:.2f} | {r['ms_min']:.2f} | "
               f"{r['m_tokens_s']:.2f} |" for r in rows]
     for name, table in tables.items():
         lines += ["", f"torch.profiler, {name}:", "", "```", table, "```"]
-    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(Path(args.out), {"meta": meta, "rows": rows, "profiles": tables}, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

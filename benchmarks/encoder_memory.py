@@ -9,7 +9,6 @@ Each (mixer, N) runs in a fresh subprocess so its peak RSS is its own. Prints a 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import platform
 import resource
@@ -17,6 +16,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,22 +79,14 @@ def main() -> None:
             rows.append(row)
             print(f"{mixer:<8} {n:>9,} {row['seconds']:8.1f} {row['peak_rss_bytes'] / 2**30:13.2f} "
                   f"{row['peak_rss_over_activation']:13.2f}")
-    from genolin import __version__
+    from genolin.bench import cpu_name
 
-    result = {"benchmark": "encoder_memory", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-              "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-              "cpu": platform.processor() or _cpu(), "threads": torch.get_num_threads(),
-              "config": {"d_model": 256, "n_layers": 6, "n_heads": 8, "dtype": "float32"}, "rows": rows}
+    result = {**versions("encoder_memory"), "cpu": platform.processor() or cpu_name(),
+              "threads": torch.get_num_threads(), "config": {"d_model": 256, "n_layers": 6, "n_heads": 8,
+                                                             "dtype": "float32"}, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")
-
-
-def _cpu() -> str:
-    try:
-        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown"
 
 
 if __name__ == "__main__":

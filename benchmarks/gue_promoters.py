@@ -27,22 +27,21 @@ small sequence models use a fraction of it each); the k-mer regressions run mean
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import GENOLIN, command, device_name, heading, versions, work_folder, write_result  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
-GENOLIN = [sys.executable, "-m", "genolin", "-q"]  # the CLI, as a subprocess
 TASKS = ("prom_core_all", "prom_core_notata", "prom_core_tata", "prom_300_tata")
 PUBLISHED = {  # test MCC x 100: prom_core_all as quoted in issue 15; DNABERT-2 on the other three from the
     # DNABERT-2 paper's GUE table (Zhou et al., ICLR 2024) as recalled here, not re-checked against the paper
@@ -82,20 +81,27 @@ def kmer_features(seqs: list[str], ks=range(1, 7)):
     return sparse.hstack(blocks).tocsr()
 
 
-def kmer_baseline(task_dir: Path) -> dict:
+def fit_on_dev(x_train, y_train, x_dev, y_dev) -> tuple[float, float, object]:
+    """(dev MCC, C, the regression) of the logistic regression whose C of a small grid scores the best dev MCC."""
     from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import matthews_corrcoef
+
+    best = None
+    for c in (0.1, 1.0, 10.0, 100.0):
+        clf = LogisticRegression(C=c, max_iter=2000).fit(x_train, y_train)
+        dev_mcc = matthews_corrcoef(y_dev, clf.predict(x_dev))
+        if best is None or dev_mcc > best[0]:
+            best = (dev_mcc, c, clf)
+    return best
+
+
+def kmer_baseline(task_dir: Path) -> dict:
     from sklearn.metrics import matthews_corrcoef, roc_auc_score
 
     t0 = time.perf_counter()
     data = {s: read_csv(task_dir / f"{s}.csv") for s in ("train", "dev", "test")}
     x = {s: kmer_features(seqs) for s, (seqs, _) in data.items()}
-    best = None
-    for c in (0.1, 1.0, 10.0, 100.0):
-        clf = LogisticRegression(C=c, max_iter=2000).fit(x["train"], data["train"][1])
-        dev_mcc = matthews_corrcoef(data["dev"][1], clf.predict(x["dev"]))
-        if best is None or dev_mcc > best[0]:
-            best = (dev_mcc, c, clf)
-    dev_mcc, c, clf = best
+    dev_mcc, c, clf = fit_on_dev(x["train"], data["train"][1], x["dev"], data["dev"][1])
     p = clf.predict_proba(x["test"])[:, 1]
     y = data["test"][1]
     return {"C": c, "dev_mcc": dev_mcc, "test_mcc": matthews_corrcoef(y, p >= 0.5), "test_auroc": roc_auc_score(y, p),
@@ -175,8 +181,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/gue_promoters/latest", help="output prefix")
     args = ap.parse_args()
 
-    work = Path(args.work or tempfile.mkdtemp(prefix="gue_"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_folder(args.work, "gue_")
     seeds = [int(s) for s in args.seeds.split(",")]
     variants = parse_variants(args)
     tasks = args.tasks.split(",")
@@ -186,15 +191,8 @@ def main() -> None:
     pool = ThreadPoolExecutor(max(1, args.jobs))  # each job is a subprocess: threads only wait
     futures = {(t, v[0], s): pool.submit(genolin_run, args, Path(args.gue) / t, s, work, v)
                for t in tasks for v in variants for s in seeds} if args.genolin else {}
-    import torch
-
-    from genolin import __version__
-
-    meta = {"benchmark": "gue_promoters", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.machine(),
-            "cpu_count": os.cpu_count(), "command": " ".join(["python benchmarks/gue_promoters.py", *sys.argv[1:]]),
-            "args": vars(args)}
+    meta = {**versions("gue_promoters"), "device": device_name(args.device), "cpu_count": os.cpu_count(),
+            "command": command("gue_promoters"), "args": vars(args)}
     rows, ensembles = [], {}
     for task in tasks:  # the regressions run here while the pool trains
         baseline = kmer_baseline(Path(args.gue) / task)
@@ -241,15 +239,11 @@ def ensemble_text(plain: dict, shifted: dict | None) -> str:
 
 def write_tables(args, meta: dict, rows: list[dict], ensembles: dict) -> None:
     """PREFIX.json and PREFIX.md of what is scored so far (written after every row: a call cut short keeps them)."""
-    prefix = Path(args.out)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{prefix}.json").write_text(json.dumps({"meta": meta, "rows": rows, "ensembles_of_rows": ensembles},
-                                                 indent=2) + "\n")
     names = sorted({n for t in PUBLISHED.values() for n in t})
-    lines = [f"# GUE promoter tasks, test MCC x 100 ({meta['date']})", "",
-             f"{meta['device']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin {meta['genolin']}; preset "
-             f"{args.preset}, seeds {args.seeds}" + (f", {args.max_minutes} min per run" if args.max_minutes else ""),
-             "", f"`{meta['command']}`", "",
+    lines = [*heading("GUE promoter tasks, test MCC x 100", meta,
+                      f"{meta['device']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin {meta['genolin']}; "
+                      f"preset {args.preset}, seeds {args.seeds}"
+                      + (f", {args.max_minutes} min per run" if args.max_minutes else "")),
              "| task | mixer | genolin (mean +- sd over seeds) | ensemble of the seeds | k-mer LR (C on dev) "
              "| genolin - LR | train s per seed | " + " | ".join(f"{n} (published)" for n in names) + " |"
              + (f" with --shift-average {args.shift_average} | its ensemble |" if args.shift_average else ""),
@@ -277,7 +271,8 @@ def write_tables(args, meta: dict, rows: list[dict], ensembles: dict) -> None:
     for task, e in ensembles.items():
         lines.append(f"\n{task}: ensemble of all {len(e['members'])} runs (every row) test MCC x100 "
                      + ensemble_text(e["ensemble"], e["ensemble_shifted"]).strip())
-    Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
+    write_result(str(Path(args.out)), {"meta": meta, "rows": rows, "ensembles_of_rows": ensembles},
+                 "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,18 +17,16 @@ Prints a table and writes PREFIX.json and PREFIX.md (default benchmarks/results/
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from promoter_tracks import run_metadata  # noqa: E402
+from common import GENOLIN, heading, made_on, run_metadata, work_folder, write_result  # noqa: E402
 
 
 def write_set(path: Path, n: int, length: int, seed: int = 0) -> None:
@@ -60,18 +58,16 @@ def main() -> None:
     p.add_argument("--work", default=None, help="folder for the sets and runs (default: a temporary folder)")
     p.add_argument("--out", default="benchmarks/results/host_memory/latest", help="output prefix")
     args = p.parse_args()
-    work = Path(args.work or tempfile.mkdtemp(prefix="host_memory_"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_folder(args.work, "host_memory_")
     rows = []
     for steps in (int(s) for s in args.steps.split(",")):
         for n in (int(s) for s in args.sizes.split(",")):
             data = work / f"set{n}.csv"
             if not data.exists():
                 write_set(data, n, args.length)
-            rss, seconds, status = peak_rss([sys.executable, "-m", "genolin", "-q", "train", "--csv", str(data),
-                                             "--preset", args.preset, "--max-steps", str(steps), "--device",
-                                             args.device, "--out", str(work / f"run{n}_{time.time_ns()}")],
-                                            work / "log.txt")
+            rss, seconds, status = peak_rss([*GENOLIN, "train", "--csv", str(data), "--preset", args.preset,
+                                             "--max-steps", str(steps), "--device", args.device, "--out",
+                                             str(work / f"run{n}_{time.time_ns()}")], work / "log.txt")
             rows.append({"sequences": n, "bases": n * args.length, "steps": steps, "peak_rss": rss,
                          "seconds": seconds, "status": status})
             print(f"{n:7d} x {args.length:,} bp, {steps} steps: peak RSS {rss / 2**20:8.0f} MiB, {seconds:6.1f} s, "
@@ -81,19 +77,15 @@ def main() -> None:
         if a["steps"] == b["steps"]:
             b["bytes_per_base_since_previous"] = (b["peak_rss"] - a["peak_rss"]) / (b["bases"] - a["bases"])
     meta = run_metadata("host_memory", vars(args))
-    lines = [f"# Host memory of training on long labelled sequences ({meta['date']})", "",
-             f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
-             f"{args.preset}, device {args.device}", "", f"`{meta['command']}`", "",
+    lines = [*heading("Host memory of training on long labelled sequences", meta,
+                      f"{made_on(meta)}; preset {args.preset}, device {args.device}"),
              "| sequences | Mbp | steps | peak RSS (MiB) | bytes per base since the row above | seconds | exit |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         slope = r.get("bytes_per_base_since_previous")
         lines.append(f"| {r['sequences']:,} | {r['bases'] / 1e6:,.0f} | {r['steps']} | {r['peak_rss'] / 2**20:,.0f} | "
                      f"{'-' if slope is None else f'{slope:.2f}'} | {r['seconds']:.1f} | {r['status']} |")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(Path(args.out), {"meta": meta, "rows": rows}, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

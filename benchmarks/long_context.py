@@ -30,7 +30,6 @@ error line), not fatal.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import platform
@@ -38,7 +37,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import zlib
@@ -49,9 +47,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gue_promoters import kmer_features  # noqa: E402  (the same k-mer profile as the GUE benchmark's baseline)
+from common import GENOLIN, command, fill_defaults, heading, now, work_folder, write_result  # noqa: E402
+from gue_promoters import fit_on_dev, kmer_features  # noqa: E402  (the GUE benchmark's k-mer profile and regression)
 
-GENOLIN = [sys.executable, "-m", "genolin", "-q"]  # the CLI, as a subprocess
 GENOMES = {  # name -> (FASTA, TSS BED6) under --shared, species
     "ECOLI_K12": ("ecoli_k12/NC_000913.3.fa.bgz", "ecoli_k12/regulondb_10.9_tss.bed", "E. coli K-12"),
     "BACILLUS": ("bacteria/BACILLUS/BACILLUS.fasta.gz", "bacteria/BACILLUS/BACILLUS.bed", "B. amyloliquefaciens"),
@@ -244,7 +242,6 @@ def kmer_baseline(genomes: dict, held: str, features: dict) -> dict:
     """The k-mer regression on the central 1 kb, trained on the other genomes (C on dev MCC), scored on ``held``.
     ``features``: genome name -> its examples' feature matrix (computed once, shared by every held-out genome)."""
     from scipy import sparse
-    from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, matthews_corrcoef, roc_auc_score
 
     t0 = time.perf_counter()
@@ -257,13 +254,7 @@ def kmer_baseline(genomes: dict, held: str, features: dict) -> dict:
             parts[part][1].append(y[keep])
     x = {p: sparse.vstack(xs).tocsr() for p, (xs, _) in parts.items()}
     y = {p: np.concatenate(ys) for p, (_, ys) in parts.items()}
-    best = None
-    for c in (0.1, 1.0, 10.0, 100.0):
-        clf = LogisticRegression(C=c, max_iter=2000).fit(x["train"], y["train"])
-        dev_mcc = matthews_corrcoef(y["dev"], clf.predict(x["dev"]))
-        if best is None or dev_mcc > best[0]:
-            best = (dev_mcc, c, clf)
-    dev_mcc, c, clf = best
+    dev_mcc, c, clf = fit_on_dev(x["train"], y["train"], x["dev"], y["dev"])
     p = clf.predict_proba(x["test"])[:, 1]
     yt = y["test"]
     # genolin evaluate decides at the threshold its run chose on validation (max MCC): the same rule, for comparison
@@ -382,6 +373,12 @@ def run_settings(run: Path) -> dict:
             "stem_pool": model.get("stem_pool", 1), "crop_min_bp": train.get("crop_min_bp", 0)}
 
 
+def evaluate_cmd(args, run: Path, csv: Path, out: Path) -> list[str]:
+    """The command that scores ``run`` on ``csv`` into ``out`` (with --one-view: the sequences as given only)."""
+    return [*GENOLIN, "evaluate", "--model", str(run), "--csv", str(csv), "--out", str(out), "--device", args.device,
+            *(["--no-rc-average", "--shift-average", "0"] if args.one_view else [])]
+
+
 def genolin_run(args, split: dict, held: str, length: int, seed: int, work: Path) -> dict:
     """Train one run and score it on test. What ``work`` holds from an earlier call is reused: a run scored on test
     is read back, one trained to the end (its benchmark_train.json) only scored; anything else there (a failed or
@@ -405,11 +402,8 @@ def genolin_run(args, split: dict, held: str, length: int, seed: int, work: Path
     else:
         out.update(json.loads(done.read_text()))
     if not (run / "test" / "metrics.json").exists():
-        cmd = [*GENOLIN, "evaluate", "--model", str(run), "--csv", str(folder / "test.csv"), "--out",
-               str(run / "test"), "--device", args.device]
-        if args.one_view:
-            cmd += ["--no-rc-average", "--shift-average", "0"]
-        ev = run_child(cmd, work / f"{run.name}.evaluate.log", args.timeout)
+        ev = run_child(evaluate_cmd(args, run, folder / "test.csv", run / "test"), work / f"{run.name}.evaluate.log",
+                       args.timeout)
         out.update(evaluate_seconds=ev["wall_s"])
         if "error" in ev:
             return {**out, "error": ev["error"], **what_ran(run)}
@@ -422,11 +416,8 @@ def genolin_run(args, split: dict, held: str, length: int, seed: int, work: Path
         scored = run / f"test_L{other}"
         if not (scored / "metrics.json").exists():
             test = folder.parent / f"{held}_L{other}" / "test.csv"  # as prepare_data names it
-            cmd = [*GENOLIN, "evaluate", "--model", str(run), "--csv", str(test), "--out", str(scored), "--device",
-                   args.device]
-            if args.one_view:
-                cmd += ["--no-rc-average", "--shift-average", "0"]
-            ev = run_child(cmd, work / f"{run.name}.evaluate_L{other}.log", args.timeout)
+            ev = run_child(evaluate_cmd(args, run, test, scored), work / f"{run.name}.evaluate_L{other}.log",
+                           args.timeout)
             if "error" in ev:
                 return {**out, "error": f"scoring at {other:,} bp: {ev['error']}", **what_ran(run)}
         mo = json.loads((scored / "metrics.json").read_text())
@@ -521,17 +512,12 @@ def recipe(runs: list[dict]) -> str:
 def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], baselines: dict, speed: list[dict]) -> str:
     """PREFIX.json and PREFIX.md of what is done so far (rewritten as rows finish: a call cut short keeps them);
     returns the markdown."""
-    prefix = Path(args.out)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{prefix}.json").write_text(json.dumps(
-        {"meta": meta, "genomes": genomes_counts, "rows": rows, "baselines": baselines, "speed": speed,
-         "design_document_000": DESIGN_000}, indent=2, default=str) + "\n")
-    lines = [f"# Central-promoter classification at long context ({meta['date']})", "",
-             f"{meta['device'] if args.device == 'cuda' else meta['cpu']} ({meta['cpu_count']} CPUs), torch "
-             f"{meta['torch']}, genolin {meta['genolin']}; preset "
-             f"{args.preset or 'genolin default'}, seeds {','.join(map(str, args.seeds))}"
-             + (f", {args.max_minutes} min per run" if args.max_minutes else "")
-             + (f", --set {' '.join(args.set)}" if args.set else ""), "", f"`{meta['command']}`", "",
+    lines = [*heading("Central-promoter classification at long context", meta,
+                      f"{meta['device'] if args.device == 'cuda' else meta['cpu']} ({meta['cpu_count']} CPUs), torch "
+                      f"{meta['torch']}, genolin {meta['genolin']}; preset {args.preset or 'genolin default'}, seeds "
+                      f"{','.join(map(str, args.seeds))}"
+                      + (f", {args.max_minutes} min per run" if args.max_minutes else "")
+                      + (f", --set {' '.join(args.set)}" if args.set else "")),
              "Examples per genome (centres shared by every length; at most "
              f"{args.max_per_genome} per class, centres of one class at least {args.min_spacing} bp apart):", "",
              "| genome | TSSs | positives available | negative centre positions (gaps) | candidates | positives | "
@@ -648,7 +634,8 @@ def write_tables(args, meta: dict, genomes_counts: dict, rows: list[dict], basel
               "reports accuracy (compare the accuracy column; MCC is not given there) and a time and memory per "
               "sequence without saying whether that is training or inference:", "", "```", DESIGN_000, "```", ""]
     text = "\n".join(lines)
-    Path(f"{prefix}.md").write_text(text)
+    write_result(str(Path(args.out)), {"meta": meta, "genomes": genomes_counts, "rows": rows, "baselines": baselines,
+                                       "speed": speed, "design_document_000": DESIGN_000}, text, default=str)
     return text
 
 
@@ -699,9 +686,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
     ap.add_argument("--out", default=None, help="output prefix (default benchmarks/results/long_context_DEVICE)")
     args = ap.parse_args()
-    for key, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    fill_defaults(args, QUICK if args.quick else FULL)
     args.lengths = [int(v) for v in str(args.lengths).split(",")]
     args.score_lengths = [int(v) for v in args.score_lengths.split(",") if v]
     args.seeds = [int(v) for v in str(args.seeds).split(",")]
@@ -735,17 +720,16 @@ def metadata(args) -> dict:
         __version__ = f"unknown ({exc})"
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    return {"benchmark": "long_context", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    return {"benchmark": "long_context", "date": now(),
             "genolin": __version__, "torch": torch_version, "python": platform.python_version(), "device": device,
             "cpu": cpu or platform.machine(), "cpu_count": os.cpu_count(), "host": platform.node(),
-            "command": " ".join(["python benchmarks/long_context.py", *sys.argv[1:]]), "args": vars(args)}
+            "command": command("long_context"), "args": vars(args)}
 
 
 def main() -> None:
     args = parse_args()
     shared = Path(args.shared)
-    work = Path(args.work or tempfile.mkdtemp(prefix="long_context_"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_folder(args.work, "long_context_")
     fit_bp = max(MIN_FIT_BP, *args.lengths)
     data_dir = (Path(args.data_dir) / f"seed{args.data_seed}_max{args.max_per_genome}_spacing{args.min_spacing}"
                 f"_fit{fit_bp}")

@@ -18,36 +18,17 @@ Writes PREFIX.json and PREFIX.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import os
-import platform
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from predict_speed import ECOLI, prepare  # noqa: E402
+from common import profile_table, timed, write_result  # noqa: E402
+from predict_speed import ECOLI, prepare, run_meta  # noqa: E402
 
-from genolin import __version__  # noqa: E402
-from genolin.bench import cpu_name  # noqa: E402
 from genolin.inference import load_run  # noqa: E402
 from genolin.tasks.track import TrackData  # noqa: E402
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def timed(fn, device: torch.device) -> tuple[float, object]:
-    sync(device)
-    t0 = time.perf_counter()
-    out = fn()
-    sync(device)
-    return time.perf_counter() - t0, out
 
 
 def main() -> None:
@@ -122,41 +103,22 @@ def main() -> None:
                                                                            progress=False)), dev)
     t_pipe_write, _ = timed(lambda: predict(run, spec, work / "full", opts), dev)
 
-    # the forward under the profiler
-    from torch.profiler import ProfilerActivity, profile
-
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    few = [windows.tokens(data, p, rc) for p in plan[: args.profile_batches]]
-    with profile(activities=acts) as prof:
-        for _, _, codes, nbins in few:
-            windows.window_probs(codes, nbins, rc).cpu()
-        sync(dev)
-    key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
-    table = prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=48)
+    few = [windows.tokens(data, p, rc) for p in plan[: args.profile_batches]]  # the forward under the profiler
+    table = profile_table(lambda: [windows.window_probs(codes, nbins, rc).cpu() for _, _, codes, nbins in few], dev,
+                          18, 48)
 
     stages = {"plan + tokens": t_tokens, "model": t_model, "pieces": t_pieces,
               f"writes + peaks ({args.format})": t_write,
               "pipeline (region_probs)": t_pipe, f"predict() ({args.format})": t_pipe_write}
-    cfg = run.config.train
-    meta = {"benchmark": "predict_profile", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "cpu": cpu_name(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None,
-            "command": " ".join(["python benchmarks/predict_profile.py", *sys.argv[1:]]),
-            "model": {"d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer,
-                      "k": cfg.k, "stride": cfg.stride, "window_bp": cfg.window_bp, "amp": pred.amp,
-                      "compiled": pred.compiled, "inference_window_bp": pred.window_bp,
-                      "weights": str(next(run.model.parameters()).dtype)},
-            "genome": {"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp},
-            "rc_average": rc, "batch_windows": pred.batch_size, "batches": len(plan), "tokens": tokens}
+    meta = run_meta("predict_profile", run_dir, args.device, torch_threads=torch.get_num_threads())
+    meta["model"].update(amp=pred.amp, compiled=pred.compiled, inference_window_bp=pred.window_bp,
+                         weights=str(next(run.model.parameters()).dtype))
+    meta.update(genome={"fasta": Path(args.fasta).name, "bp": bp, "tiled_mbp": args.mbp}, rc_average=rc,
+                batch_windows=pred.batch_size, batches=len(plan), tokens=tokens)
     rows = [{"stage": k, "s": round(v, 3), "mbp_s": bp / v / 1e6, "tokens_s": tokens / v} for k, v in stages.items()]
     for r in rows:
         print(f"{r['stage']:34s} {r['s']:8.2f} s  {r['mbp_s']:7.2f} Mbp/s  {r['tokens_s'] / 1e6:7.2f} M tokens/s")
     print(table)
-    prefix = Path(args.out)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "stages": rows, "profile": table}, indent=2)
-                                           + "\n")
     m = meta["model"]
     lines = [f"# genolin predict profile ({meta['date']})", "",
              f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs, {meta['torch_threads']} torch threads), "
@@ -169,7 +131,7 @@ def main() -> None:
              "| stage | s | Mbp/s | M tokens/s |", "|---|---:|---:|---:|"]
     lines += [f"| {r['stage']} | {r['s']:.2f} | {r['mbp_s']:.2f} | {r['tokens_s'] / 1e6:.2f} |" for r in rows]
     lines += ["", f"torch.profiler over the forward of {len(few)} batches:", "", "```", table, "```"]
-    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(Path(args.out), {"meta": meta, "stages": rows, "profile": table}, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

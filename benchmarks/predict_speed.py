@@ -22,17 +22,16 @@ Writes PREFIX.json (settings, machine, versions, date, rows) and PREFIX.md (the 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-from genolin.bench import cpu_name
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import GENOLIN, command, heading, run_child, versions, work_folder, write_result  # noqa: E402
+
+from genolin.bench import cpu_name  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 ECOLI = REPO / "data" / "ecoli_k12" / "NC_000913.3.fa.bgz"
@@ -94,16 +93,15 @@ def make_run(preset: str, device: str, work: Path, sets: list[str] = ()) -> Path
     """A run of ``preset`` with ``sets`` (KEY=VALUE) trained one step on the bundled E. coli genome, in ``work``."""
     run = work / "_".join(["run", preset, *(s.replace("=", "-").replace("/", "-") for s in sets)])
     if not (run / "config.json").exists():
-        subprocess.run([sys.executable, "-m", "genolin", "-q", "train", "--fasta", str(ECOLI), "--tss", str(ECOLI_TSS),
-                        "--preset", preset, *(a for kv in sets for a in ("--set", kv)), "--max-steps", "1",
-                        "--device", device, "--out", str(run)], check=True)
+        subprocess.run([*GENOLIN, "train", "--fasta", str(ECOLI), "--tss", str(ECOLI_TSS), "--preset", preset,
+                        *(a for kv in sets for a in ("--set", kv)), "--max-steps", "1", "--device", device, "--out",
+                        str(run)], check=True)
     return run
 
 
 def prepare(args, prefix: str) -> tuple[Path, Path, Path, int]:
     """(work folder, run directory, genome FASTA, its length in bp) from --work, --model/--preset, --fasta, --mbp."""
-    work = Path(args.work or tempfile.mkdtemp(prefix=prefix))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_folder(args.work, prefix)
     run = Path(args.model) if args.model else make_run(args.preset, args.device, work, getattr(args, "set", []))
     fasta = tiled(Path(args.fasta), args.mbp, work) if args.mbp else Path(args.fasta)
     return work, run, fasta, genome_length(fasta)
@@ -116,7 +114,7 @@ def one_row(args, run: Path, fasta: Path, bp: int, *, rc: bool, fmt: str, backen
     out = work / f"pred_{int(rc)}_{fmt}_{backend}"
     cmd = [sys.executable, "-c", CHILD, str(run), str(fasta), str(out), args.device, "1" if rc else "0", fmt,
            str(args.batch_size), "1" if args.compile else "0", str(args.window_bp or 0)]
-    rss, stdout, wall = run_child(cmd, env)
+    wall, stdout, _, rss = run_child(cmd, env)
     child = json.loads(stdout.strip().splitlines()[-1])
     row = {"rc_average": rc, "format": fmt, "backend": backend, "bp": bp, "wall_s": round(wall, 3),
            "load_s": round(child["load_s"], 3), "predict_s": round(child["predict_s"], 3),
@@ -126,22 +124,6 @@ def one_row(args, run: Path, fasta: Path, bp: int, *, rc: bool, fmt: str, backen
     for p in work.glob(out.name + "*"):
         p.unlink()
     return row
-
-
-def run_child(cmd: list[str], env: dict) -> tuple[float, str, float]:
-    """Run ``cmd``; (its peak RSS in MiB from wait4, its stdout, wall seconds)."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    wall = time.perf_counter() - t0
-    if proc.returncode:
-        raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd[:3])}...: {stderr[-2000:]}")
-    return usage.ru_maxrss / 1024, stdout, wall
 
 
 def main() -> None:
@@ -183,8 +165,8 @@ def main() -> None:
     written = [f for f in formats if f != "none"] or ["bedgraph"]
     fmt = ([] if written[0] == "bedgraph" else ["--format", written[0]]) + (["--compile"] if args.compile else []) \
         + (["--window-bp", str(args.window_bp)] if args.window_bp else [])
-    rss, _, wall = run_child([sys.executable, "-m", "genolin", "-q", "predict", "--model", str(run), "--fasta",
-                              str(fasta), "--device", args.device, "--out", str(work / "cli"), *fmt], env)
+    wall, _, _, rss = run_child([*GENOLIN, "predict", "--model", str(run), "--fasta", str(fasta), "--device",
+                                 args.device, "--out", str(work / "cli"), *fmt], env)
     result["cli"] = {"command": f"genolin predict --model RUN --fasta {fasta.name} --device {args.device} --out P "
                                 + " ".join(fmt),
                      "wall_s": round(wall, 3), "wall_mbp_s": bp / wall / 1e6, "peak_rss_mib": round(rss, 1)}
@@ -192,19 +174,16 @@ def main() -> None:
     print(write(result, Path(args.out)))
 
 
-def run_meta(benchmark: str, run: Path, device: str) -> dict:
-    """What a prediction benchmark's JSON says of the machine, the versions, the command and the model of ``run``."""
+def run_meta(benchmark: str, run: Path, device: str, **machine) -> dict:
+    """What a prediction benchmark's JSON says of the machine (and ``machine``), the versions, the command and the
+    model of ``run``."""
     import torch
 
-    from genolin import __version__
     from genolin.checkpoint import read_run_config
 
     cfg = read_run_config(run).train
-    return {"benchmark": benchmark, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "cpu": cpu_name(), "cpu_count": os.cpu_count(),
-            "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
-            "command": " ".join([f"python benchmarks/{benchmark}.py", *sys.argv[1:]]),
+    return {**versions(benchmark), "cpu": cpu_name(), "cpu_count": os.cpu_count(), **machine,
+            "gpu": torch.cuda.get_device_name() if device == "cuda" else None, "command": command(benchmark),
             "model": {"d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers, "mixer": cfg.model.mixer,
                       "k": cfg.k, "stride": cfg.stride, "window_bp": cfg.window_bp}}
 
@@ -220,16 +199,13 @@ def meta_of(args, run: Path, bp: int) -> dict:
 def write(result: dict, prefix: Path) -> str:
     """PREFIX.json and PREFIX.md of what has run so far; returns the markdown."""
     meta, rows, cli = result["meta"], result["rows"], result["cli"]
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    prefix.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     m, bp = meta["model"], meta["genome"]["bp"]
-    lines = [f"# genolin predict speed ({meta['date']})", "",
-             f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin "
-             f"{meta['genolin']}; model {m['preset'] or 'given'}: d_model {m['d_model']}, {m['n_layers']} layers, "
-             f"{m['mixer']}, k {m['k']}, stride {m['stride']}, window {m['window_bp']:,} bp; genome "
-             f"{meta['genome']['fasta']} ({bp / 1e6:.2f} Mbp){'; torch.compile' if meta['compile'] else ''}"
-             f"{f'; windows of {w:,} bp' if (w := meta.get('window_bp')) else ''}", "",
-             f"`{meta['command']}`", "",
+    lines = [*heading("genolin predict speed", meta,
+                      f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin "
+                      f"{meta['genolin']}; model {m['preset'] or 'given'}: d_model {m['d_model']}, {m['n_layers']} "
+                      f"layers, {m['mixer']}, k {m['k']}, stride {m['stride']}, window {m['window_bp']:,} bp; genome "
+                      f"{meta['genome']['fasta']} ({bp / 1e6:.2f} Mbp){'; torch.compile' if meta['compile'] else ''}"
+                      f"{f'; windows of {w:,} bp' if (w := meta.get('window_bp')) else ''}"),
              "| RC average | format | attention | wall clock s | Mbp/s (wall) | predict s (after load) | Mbp/s | "
              "fixed s | s per Mbp | GPU peak GiB | peak RSS MiB | windows / batch |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -242,7 +218,7 @@ def write(result: dict, prefix: Path) -> str:
     if cli:
         lines += ["", f"`{cli['command']}`: {cli['wall_s']:.2f} s wall clock ({cli['wall_mbp_s']:.2f} Mbp/s, "
                       f"start-up included), peak RSS {cli['peak_rss_mib']:.0f} MiB."]
-    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(prefix, result, "\n".join(lines) + "\n")
     return "\n".join(lines)
 
 

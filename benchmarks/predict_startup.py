@@ -25,14 +25,14 @@ Writes PREFIX.json (settings, machine, versions, date, rows, timeline) and PREFI
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import GENOLIN, heading, run_child, work_folder, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ECOLI = next(iter(sorted((ROOT / "data" / "ecoli_k12").glob("*.fa.bgz"))), None)
@@ -81,21 +81,6 @@ pieces.close()
 """
 
 
-def child(cmd: list[str], env: dict) -> tuple[float, str, str]:
-    """Run ``cmd``; (wall seconds from just before its start to its exit, stdout, stderr)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, cwd=ROOT)
-        proc.wait()
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    if proc.returncode:
-        raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd)[:200]}: {stderr[-2000:]}")
-    return wall, stdout, stderr
-
-
 def inside_of(stdout: str) -> float | None:
     for line in stdout.splitlines():
         if line.startswith(INSIDE):
@@ -106,7 +91,7 @@ def inside_of(stdout: str) -> float | None:
 def row(name: str, cmd: list[str], env: dict, repeats: int) -> dict:
     walls, insides = [], []
     for _ in range(repeats):
-        wall, stdout, _ = child(cmd, env)
+        wall, stdout, _, _ = run_child(cmd, env, ROOT)
         walls.append(wall)
         if (inside := inside_of(stdout)) is not None:
             insides.append(inside)
@@ -120,7 +105,7 @@ def timeline(cmd: list[str], env: dict) -> tuple[list[dict], float]:
     """One predict with GENOLIN_TIMINGS=1: [{stage, s from the start}], the whole command's wall seconds."""
     env = dict(env, GENOLIN_TIMINGS="1")
     start = time.time()
-    wall, _, stderr = child(cmd, env)
+    wall, _, stderr, _ = run_child(cmd, env, ROOT)
     stages = []
     for line in stderr.splitlines():
         if line.startswith(TIMINGS):
@@ -141,11 +126,10 @@ def main() -> None:
 
     py, env = sys.executable, dict(os.environ)
     fasta = str(Path(args.fasta).resolve())
-    work = Path(args.work or tempfile.mkdtemp(prefix="predict_startup_"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_folder(args.work, "predict_startup_")
     fill = {"model": args.model, "device": args.device, "fasta": fasta, "inside": INSIDE}
-    predict = [py, "-m", "genolin", "-q", "predict", "--model", args.model, "--fasta", fasta, "--rc-average",
-               "--device", args.device, "--out", str(work / "P")]
+    predict = [*GENOLIN, "predict", "--model", args.model, "--fasta", fasta, "--rc-average", "--device", args.device,
+               "--out", str(work / "P")]
     parts = [("python -c pass", [py, "-c", "pass"]),
              ("import torch", [py, "-c", f"import time; t = time.perf_counter(); import torch; "
                                          f"print({INSIDE!r}, time.perf_counter() - t)"])]
@@ -183,16 +167,13 @@ def meta_of(args, fasta: str) -> dict:
 def write(result: dict, prefix: Path) -> str:
     """PREFIX.json and PREFIX.md of what has run so far; returns the markdown."""
     meta, rows, tl = result["meta"], result["rows"], result["timeline"]
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    prefix.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     m = meta["model"]
-    lines = [f"# genolin predict start-up ({meta['date']})", "",
-             f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs), Python {meta['python']}, torch "
-             f"{meta['torch']}, genolin {meta['genolin']}; device {meta['device']}; model {m['name']} ({m['run']}: "
-             f"d_model {m['d_model']}, {m['n_layers']} layers, {m['mixer']}, k {m['k']}, stride {m['stride']}, "
-             f"window {m['window_bp']:,} bp); genome {meta['genome']['fasta']}; median of {meta['repeats']} fresh "
-             f"processes per row", "",
-             f"`{meta['command']}`", "",
+    lines = [*heading("genolin predict start-up", meta,
+                      f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs), Python {meta['python']}, torch "
+                      f"{meta['torch']}, genolin {meta['genolin']}; device {meta['device']}; model {m['name']} "
+                      f"({m['run']}: d_model {m['d_model']}, {m['n_layers']} layers, {m['mixer']}, k {m['k']}, stride "
+                      f"{m['stride']}, window {m['window_bp']:,} bp); genome {meta['genome']['fasta']}; median of "
+                      f"{meta['repeats']} fresh processes per row"),
              "| part (a fresh process each) | wall clock s | inside s | runs s |", "|---|---:|---:|---|"]
     for r in rows:
         inside = f"{r['inside_s']:.2f}" if r["inside_s"] is not None else ""
@@ -204,7 +185,7 @@ def write(result: dict, prefix: Path) -> str:
         for s in tl["stages"] + [{"stage": "exit (process ended)", "s": tl["wall_s"]}]:
             lines.append(f"| {s['stage']} | {s['s']:.2f} | {s['s'] - before:.2f} |")
             before = s["s"]
-    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(prefix, result, "\n".join(lines) + "\n")
     return "\n".join(lines)
 
 

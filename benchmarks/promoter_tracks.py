@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import datetime as dt
 import gzip
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import GENOLIN, cli_pairs, cli_sets, collect, heading, made_on, run, run_metadata, write_result  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BACTERIA = {  # name -> (FASTA, TSS BED) under the shared data folder
@@ -60,38 +60,6 @@ def gff_starts_bed(gff: Path, fasta: Path, out: Path) -> Path:
     return out
 
 
-def run(cmd: list[str], log: Path, env: dict | None = None) -> float:
-    """Run ``cmd`` (in ``env``, default this process's) with its output appended to ``log``; its wall seconds. A
-    failure's error ends with the last line the command wrote, so a result file says why without its log."""
-    with open(log, "a") as fh:
-        fh.write("$ " + " ".join(cmd) + "\n")
-        fh.flush()
-        start, t0 = fh.tell(), time.monotonic()
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
-    if proc.returncode:
-        with open(log, "rb") as fh:
-            fh.seek(start)
-            said = [line for line in fh.read().decode(errors="replace").splitlines() if line.strip()]
-        raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}"
-                           + (f": {said[-1].strip()[:300]}" if said else ""))
-    return time.monotonic() - t0
-
-
-def run_metadata(benchmark: str, args: dict) -> dict:
-    """The JSON meta of a benchmark run: date, versions, machine, the command line and ``args``."""
-    import torch
-
-    from genolin import __version__
-
-    meta = {"benchmark": benchmark, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(), "command": " ".join(["python", *sys.argv]),
-            "args": args}
-    if torch.cuda.is_available():
-        meta["gpu"] = torch.cuda.get_device_name(0)
-    return meta
-
-
 def genome_data(shared: Path, work: Path, eukaryotes: bool, who: str) -> dict[str, tuple[str, str]]:
     """name -> (FASTA, TSS BED) of the three bacteria under the shared data folder and, with ``eukaryotes``, of
     the eukaryotic slices (their BEDs of mRNA starts written under ``work``); exits naming what is missing."""
@@ -109,6 +77,42 @@ def genome_data(shared: Path, work: Path, eukaryotes: bool, who: str) -> dict[st
     return data
 
 
+def train_command(args, pairs, start: list[str], settings: dict, seed: int, run_dir: Path, more=()) -> list[str]:
+    """`genolin train` on (FASTA, BED) ``pairs`` from ``start`` (--preset P, --init RUN) with ``settings`` and the
+    options ``more``, on --device for at most --max-minutes, into ``run_dir``."""
+    return [*GENOLIN, "train", *cli_pairs(pairs), *start, *cli_sets(settings), *more, "--device", args.device,
+            "--seed", str(seed), "--max-minutes", str(args.max_minutes), "--out", str(run_dir)]
+
+
+def with_sets(settings: dict, sets: list[str]) -> dict:
+    """A recipe's settings with every run's --set KEY=VALUE items over them."""
+    return {**settings, **dict(s.split("=", 1) for s in sets)}
+
+
+def evaluate_all(run_dir: Path, evals: dict, data: dict, device: str, log: Path, env: dict | None = None) -> dict:
+    """`genolin evaluate --rc-average` of ``run_dir`` into each folder of ``evals`` (name -> ((FASTA, BED), folder);
+    None for the eukaryotic slices) that holds no metrics yet -> name -> the metrics' genomes."""
+    for pair, out in evals.values():
+        if not (out / "metrics.json").exists():
+            inputs = cli_pairs([pair] if pair else [data[e] for e in EUKARYOTES])
+            run([*GENOLIN, "evaluate", "--model", str(run_dir), *inputs, "--rc-average", "--device", device, "--out",
+                 str(out)], log, env)
+    return {name: json.loads((out / "metrics.json").read_text())["genomes"] for name, (_, out) in evals.items()}
+
+
+def run_state(run_dir: Path) -> tuple[dict, list[dict]]:
+    """A finished training's trainer state and the records of its metrics.jsonl."""
+    return (json.loads((run_dir / "trainer_state.json").read_text()),
+            [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()])
+
+
+def pooled_figures(gm: dict) -> dict:
+    """AUPRC, AUROC, the positive rate and AUPRC's ratio to it, over both strands of an evaluated genome."""
+    pooled = gm["pooled"]
+    return {"auprc": pooled.get("auprc"), "auroc": pooled.get("auroc"), "positive_rate": pooled["positive_rate"],
+            "ratio": (pooled.get("auprc") or 0) / max(pooled["positive_rate"], 1e-12)}
+
+
 def cell(args, data: dict, held_out: str, window: int, mixer: str) -> dict:
     """Train on the two other genomes, evaluate the held-out genome and the eukaryotic slices."""
     work = Path(args.work) / held_out / f"w{window}_{mixer}"
@@ -124,35 +128,21 @@ def cell(args, data: dict, held_out: str, window: int, mixer: str) -> dict:
         key, _, value = item.partition("=")
         settings[key] = value
     run_dir = work / "run"
-    py = [sys.executable, "-m", "genolin", "-q"]
     t0 = time.monotonic()
     if not (run_dir / "trainer_state.json").exists():
-        train = [g for name in BACTERIA if name != held_out for g in ("--fasta", data[name][0], "--tss", data[name][1])]
-        sets = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
-        run([*py, "train", *train, "--preset", args.preset, *sets, "--device", args.device, "--seed",
-             str(args.seed), "--max-minutes", str(args.max_minutes), "--out", str(run_dir)], log)
+        run(train_command(args, [data[name] for name in BACTERIA if name != held_out], ["--preset", args.preset],
+                          settings, args.seed, run_dir), log)
     train_s = time.monotonic() - t0
     evals = {held_out: (data[held_out], work / "eval_held_out")}
     if args.eukaryotes:
         evals["eukaryotes"] = (None, work / "eval_eukaryotes")
-    for pair, out in evals.values():
-        if (out / "metrics.json").exists():
-            continue
-        inputs = (["--fasta", pair[0], "--tss", pair[1]] if pair else
-                  [a for e in EUKARYOTES for a in ("--fasta", data[e][0], "--tss", data[e][1])])
-        run([*py, "evaluate", "--model", str(run_dir), *inputs, "--rc-average", "--device", args.device,
-             "--out", str(out)], log)
-    state = json.loads((run_dir / "trainer_state.json").read_text())
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    scored = evaluate_all(run_dir, evals, data, args.device, log)
+    state, records = run_state(run_dir)
     row = {"held_out": held_out, "window_bp": window, "mixer": mixer, "settings": settings, "steps": state["step"],
            "train_tokens": state["step"] * batch * window_tokens, "train_seconds": round(train_s, 1),
            "best_val_score": state["best"], "val_scores": [r["val"]["score"] for r in records if r.get("val")]}
-    for name, (_, out) in evals.items():
-        m = json.loads((out / "metrics.json").read_text())
-        row[name] = {g: {"auprc": gm["pooled"].get("auprc"), "auroc": gm["pooled"].get("auroc"),
-                         "positive_rate": gm["pooled"]["positive_rate"],
-                         "ratio": (gm["pooled"].get("auprc") or 0) / max(gm["pooled"]["positive_rate"], 1e-12)}
-                     for g, gm in m["genomes"].items()}
+    for name, genomes in scored.items():
+        row[name] = {g: pooled_figures(gm) for g, gm in genomes.items()}
     print(f"{held_out:9s} {window:>7,} bp {mixer:7s} steps {state['step']:5d}  {train_s:6.0f} s  "
           + "  ".join(f"{g} AUPRC {v['auprc']:.4f} ({v['ratio']:.1f}x)" for g, v in row[held_out].items()),
           flush=True)
@@ -165,10 +155,10 @@ def tables(rows: list[dict], meta: dict) -> str:
     held = list(dict.fromkeys(r["held_out"] for r in rows))
     by = {(r["held_out"], r["window_bp"], r["mixer"]): r for r in rows}
     a = meta["args"]
-    lines = [f"# Promoter tracks, leave one genome out ({meta['date']})", "",
-             f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
-             f"{a['preset']}, stride {a['stride']}, {a['tokens']:.3g} training tokens and {a['tokens_per_step']:,} "
-             f"tokens per step per run, {a['parallel']} runs at once on one device", "", f"`{meta['command']}`", "",
+    lines = [*heading("Promoter tracks, leave one genome out", meta,
+                      f"{made_on(meta)}; preset {a['preset']}, stride {a['stride']}, {a['tokens']:.3g} training tokens "
+                      f"and {a['tokens_per_step']:,} tokens per step per run, {a['parallel']} runs at once on one "
+                      "device"),
              "Held-out genome: pooled AUPRC over both strands of 50-bp bins (RC-averaged), and AUPRC / positive rate.",
              "", "| window | mixer | " + " | ".join(held) + " | mean AUPRC | min ratio |",
              "|---:|---|" + "---:|" * (len(held) + 2)]
@@ -255,25 +245,18 @@ def main() -> None:
     meta = run_metadata("promoter_tracks", vars(args))
     rows, failed = [], []
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
 
     def write() -> str:  # after every cell, so a time limit keeps what finished
         rows.sort(key=lambda r: (r["window_bp"], r["mixer"], r["held_out"]))
         meta["cells_done"], meta["cells"] = len(rows), len(cells)
-        out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2)
-                                            + "\n")
         text = tables(rows, meta) if rows else "no run finished\n"
-        out.with_suffix(".md").write_text(text)
+        write_result(out, {"meta": meta, "rows": rows, "failed": failed}, text)
         return text
 
     with cf.ThreadPoolExecutor(args.parallel) as pool:
         futures = {pool.submit(cell, args, data, *c): c for c in cells}
         for f in cf.as_completed(futures):
-            try:
-                rows.append(f.result())
-            except RuntimeError as exc:
-                failed.append({"cell": futures[f], "error": str(exc)})
-                print(exc, file=sys.stderr, flush=True)
+            collect(f, futures[f], rows, failed, key="cell")
             text = write()
     if rows:
         plot(rows, out.with_suffix(".png"))

@@ -9,22 +9,23 @@ Prints a table and writes JSON (with CPU, versions and date) to benchmarks/resul
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import itertools
 import json
 import os
 import platform
-import statistics
-import time
+import sys
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
-from genolin import __version__
-from genolin.bench import cpu_name
-from genolin.io.fasta import read_fasta
-from genolin.tokenize import kmer_ids
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import median_time, now  # noqa: E402
+
+from genolin import __version__  # noqa: E402
+from genolin.bench import cpu_name  # noqa: E402
+from genolin.io.fasta import read_fasta  # noqa: E402
+from genolin.tokenize import kmer_ids  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GENOME = ROOT / "data" / "ecoli_k12" / "NC_000913.3.fa.bgz"
@@ -32,15 +33,6 @@ GENOME = ROOT / "data" / "ecoli_k12" / "NC_000913.3.fa.bgz"
 
 def plain_python(seq: str, k: int, stride: int, vocab: dict[str, int]) -> list[int]:
     return [vocab[seq[i:i + k]] for i in range(0, len(seq) - k + 1, stride)]
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
 
 
 def main() -> None:
@@ -59,13 +51,13 @@ def main() -> None:
 
     # The setting, against plain Python on the same sequence.
     k, stride = 6, 1
-    t_gen, ids = timed(lambda: kmer_ids(seq, k, stride), args.repeats)
+    t_gen, ids = median_time(lambda: kmer_ids(seq, k, stride), args.repeats)
     tracemalloc.start()
     kmer_ids(seq, k, stride)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     vocab = {"".join(p): 5 + i for i, p in enumerate(itertools.product("ACGT", repeat=k))}
-    t_py, py_ids = timed(lambda: plain_python(seq.decode(), k, stride, vocab), 1)  # decoding is a few ms
+    t_py, py_ids = median_time(lambda: plain_python(seq.decode(), k, stride, vocab), 1)  # decoding is a few ms
     assert np.array_equal(ids, np.asarray(py_ids)), "genolin and plain Python disagree"
     py_ids = None  # free the list (about 2.5 GB of Python ints) before the next settings
     rows.append({"k": k, "stride": stride, "genolin_s": t_gen, "genolin_mbp_s": length / t_gen / 1e6,
@@ -76,7 +68,7 @@ def main() -> None:
     seq_n = bytearray(seq)
     seq_n[:: 100_003] = b"N" * len(seq_n[:: 100_003])
     for k, stride, s, label in [(3, 1, seq, ""), (12, 1, seq, ""), (6, 6, seq, ""), (6, 1, bytes(seq_n), "with N")]:
-        t, _ = timed(lambda s=s, k=k, stride=stride: kmer_ids(s, k, stride), args.repeats)
+        t, _ = median_time(lambda s=s, k=k, stride=stride: kmer_ids(s, k, stride), args.repeats)
         rows.append({"k": k, "stride": stride, "note": label, "genolin_s": t, "genolin_mbp_s": length / t / 1e6})
 
     print(f"genolin {__version__} k-mer tokenizer, {length / 1e6:.0f} Mbp (E. coli K-12 tiled), one core of "
@@ -90,7 +82,7 @@ def main() -> None:
         print(f"{r['k']:>3} {r['stride']:>6} {r.get('note', ''):<7} {r['genolin_mbp_s']:14.1f} {py} {sp} {pk}")
 
     result = {
-        "benchmark": "tokenize_speed", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "benchmark": "tokenize_speed", "date": now(),
         "genolin": __version__, "python": platform.python_version(), "numpy": np.__version__,
         "cpu": cpu_name(), "cores_used": 1, "sequence_bp": length, "input": "E. coli K-12 NC_000913.3 tiled",
         "repeats": args.repeats, "rows": rows,

@@ -33,14 +33,14 @@ import argparse
 import concurrent.futures as cf
 import json
 import os
-import queue
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from promoter_tracks import BACTERIA, EUKARYOTES, genome_data, run, run_metadata  # noqa: E402
+from common import GENOLIN, GpuSlots, collect, fill_defaults, heading, made_on, run, run_env, run_metadata, write_result  # noqa: E402
+from promoter_tracks import BACTERIA, evaluate_all, genome_data, pooled_figures, run_state, train_command, with_sets  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = {"preset": "tiny", "seeds": "0", "held_out": "ecoli", "max_minutes": 1.0,
@@ -62,13 +62,21 @@ def parse_recipe(text: str) -> tuple[str, dict[str, str]]:
     return name, settings
 
 
+def setup(args, name: str, quick: dict, **defaults) -> dict[str, dict]:
+    """What the command line left unset from ``defaults``, the recipe benchmarks' own and (--quick) ``quick``; a
+    temporary --work NAME_... if none -> the recipes (--recipe) by name."""
+    fill_defaults(args, {"preset": "base", "seeds": "0,1,2", "max_minutes": 60.0, "recipe": ["shipped"],
+                         "threads": max(1, len(os.sched_getaffinity(0)) // args.parallel), **defaults,
+                         **(quick if args.quick else {})})
+    args.work = args.work or tempfile.mkdtemp(prefix=f"{name}_")
+    return dict(parse_recipe(r) for r in args.recipe)
+
+
 def genome_row(gm: dict) -> dict:
     """The figures of one evaluated genome: AUPRC, its ratio to the positive rate, AUROC and the calls."""
-    pooled, calls = gm["pooled"], gm.get("calls", {})
-    return {"auprc": pooled.get("auprc"), "auroc": pooled.get("auroc"), "positive_rate": pooled["positive_rate"],
-            "ratio": (pooled.get("auprc") or 0) / max(pooled["positive_rate"], 1e-12),
-            **{k: calls.get(k) for k in ("precision_20bp", "recall_20bp", "precision_100bp", "recall_100bp",
-                                         "calls_per_mbp")}}
+    calls = gm.get("calls", {})
+    return {**pooled_figures(gm), **{k: calls.get(k) for k in ("precision_20bp", "recall_20bp", "precision_100bp",
+                                                                "recall_100bp", "calls_per_mbp")}}
 
 
 def held_out_figures(row: dict, name: str | None = None) -> dict:
@@ -82,48 +90,27 @@ def scored_names(row: dict) -> list[str]:
     return [n for n in BACTERIA if n in row and n not in row.get("trained_on", [])]
 
 
-def only_gpu(gpu: int | None) -> dict:
-    """The environment that lets a child see only GPU ``gpu`` of this process's (the ``gpu``-th of a
-    CUDA_VISIBLE_DEVICES list given to this process, so that a benchmark can be confined to some GPUs); {} for None."""
-    if gpu is None:
-        return {}
-    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    return {"CUDA_VISIBLE_DEVICES": visible[gpu] if gpu < len(visible) else str(gpu)}
-
-
 def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: int, gpu: int | None = None) -> dict:
     """Train recipe on the two other genomes (seed), evaluate the held-out genome (and the eukaryotic slices);
     with --train-alone train on ``held_out`` alone and evaluate the two others (the row's "held_out" then names the
     training genome, "trained_on" says so). ``gpu``: the only GPU its commands see (CUDA_VISIBLE_DEVICES), None: all
     of this process's."""
-    # each run's share of the host's cores: a dozen runs of torch's default (a thread per core each) left a 64-core
-    # host at a load of 250 and their schedules following the clock
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), **only_gpu(gpu)}
+    env = run_env(args.threads, gpu)
     work = Path(args.work) / recipe / f"{'alone_' if args.train_alone else ''}{held_out}_seed{seed}"
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
-    py = [sys.executable, "-m", "genolin", "-q"]
     train_s = None
     # leave one genome out: train on the other two, score it; --train-alone: train on it, score the other two
     trained = [held_out] if args.train_alone else [name for name in BACTERIA if name != held_out]
     scored = [name for name in BACTERIA if name not in trained]
     if not (run_dir / "trainer_state.json").exists():
-        train = [g for name in trained for g in ("--fasta", data[name][0], "--tss", data[name][1])]
-        sets = [a for k, v in {**settings, **dict(s.split("=", 1) for s in args.set)}.items()
-                for a in ("--set", f"{k}={v}")]
-        train_s = run([*py, "train", *train, "--preset", args.preset, *sets, "--device", args.device, "--seed",
-                       str(seed), "--max-minutes", str(args.max_minutes), "--out", str(run_dir)], log, env)
+        train_s = run(train_command(args, [data[name] for name in trained], ["--preset", args.preset],
+                                    with_sets(settings, args.set), seed, run_dir), log, env)
     evals = {name: (data[name], work / (f"eval_{name}" if args.train_alone else "eval_held_out")) for name in scored}
     if args.eukaryotes:
         evals["eukaryotes"] = (None, work / "eval_eukaryotes")
-    for pair, out in evals.values():
-        if not (out / "metrics.json").exists():
-            inputs = (["--fasta", pair[0], "--tss", pair[1]] if pair else
-                      [a for e in EUKARYOTES for a in ("--fasta", data[e][0], "--tss", data[e][1])])
-            run([*py, "evaluate", "--model", str(run_dir), *inputs, "--rc-average", "--device", args.device, "--out",
-                 str(out)], log, env)
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    state = json.loads((run_dir / "trainer_state.json").read_text())
+    evaluated = evaluate_all(run_dir, evals, data, args.device, log, env)
+    state, records = run_state(run_dir)
     row = {"recipe": recipe, "settings": settings, "held_out": held_out, "seed": seed, "steps": state["step"],
            **({"trained_on": trained} if args.train_alone else {}),
            "train_seconds": train_s, "best_val_score": state["best"],
@@ -132,14 +119,13 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
            "memorising": any("memorising" in r for r in records),
            # the schedule followed the clock (train's --max-minutes): the steps' cosine did not hold
            "by_clock": state["progress"] > 0 if "progress" in state else None}
-    for name, (_, out) in evals.items():
-        m = json.loads((out / "metrics.json").read_text())
-        row[name] = {g: genome_row(gm) for g, gm in m["genomes"].items()}
+    for name, genomes in evaluated.items():
+        row[name] = {g: genome_row(gm) for g, gm in genomes.items()}
     if args.predict_speed:
         from genolin.io.fasta import Genome
 
         fasta = data[scored[0]][0]
-        seconds = run([*py, "predict", "--model", str(run_dir), "--fasta", fasta, "--rc-average", "--device",
+        seconds = run([*GENOLIN, "predict", "--model", str(run_dir), "--fasta", fasta, "--rc-average", "--device",
                        args.device, "--out", str(work / "pred")], log, env)
         row["predict_seconds"] = seconds
         row["predict_mbp_per_s"] = sum(Genome(fasta).lengths.values()) / seconds / 1e6
@@ -147,33 +133,6 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
     print(f"{recipe:12s} {'trained on ' if args.train_alone else ''}{held_out:9s} seed {seed}  steps "
           f"{state['step']:6d}  AUPRC {figures}{'  memorising' if row['memorising'] else ''}", flush=True)
     return row
-
-
-class GpuSlots:
-    """A GPU index per concurrent run (round robin over ``gpus``; None: every run sees every GPU), taken while a
-    run holds it: ``slots.run(fn, *args)`` calls ``fn(*args, gpu=index)``."""
-
-    def __init__(self, parallel: int, gpus: int):
-        self.free: queue.Queue = queue.Queue()
-        for i in range(parallel):
-            self.free.put(i % gpus if gpus > 0 else None)
-
-    def run(self, fn, *args) -> dict:
-        gpu = self.free.get()
-        try:
-            return fn(*args, gpu=gpu)
-        finally:
-            self.free.put(gpu)
-
-
-def collect(future: cf.Future, label: list, rows: list[dict], failed: list[dict]) -> None:
-    """A finished run's row into ``rows``, or its failure (a benchmark command's RuntimeError) into ``failed`` under
-    ``label`` and on stderr."""
-    try:
-        rows.append(future.result())
-    except RuntimeError as exc:
-        failed.append({"run": label, "error": str(exc)})
-        print(exc, file=sys.stderr, flush=True)
 
 
 def spread(values: list[float], spec: str = ".4f") -> str:
@@ -241,22 +200,20 @@ def merged(paths: list[str]) -> tuple[list[dict], list[dict], dict]:
     return rows, failed, meta
 
 
-def write_result(out: Path, meta: dict, rows: list[dict], failed: list[dict]) -> str:
+def write_recipes(out: Path, meta: dict, rows: list[dict], failed: list[dict]) -> str:
     """OUT.json and OUT.md of ``rows`` (sorted in place by recipe, genome, seed); returns the markdown."""
     rows.sort(key=lambda r: (list(meta["recipes"]).index(r["recipe"]), r["held_out"], r["seed"]))
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "failed": failed}, indent=2) + "\n")
     text = (alone_tables if meta["args"].get("train_alone") else tables)(rows, meta) if rows else "no run finished\n"
-    out.with_suffix(".md").write_text(text)
+    write_result(out, {"meta": meta, "rows": rows, "failed": failed}, text)
     return text
 
 
-def header(meta: dict, title: str) -> list[str]:
-    """The lines every table starts with: title and date, machine and versions, the command, the recipes."""
+def header(meta: dict, title: str, more: str = "") -> list[str]:
+    """The lines every table starts with: title and date, machine, versions and settings (``more`` after them), the
+    command, the recipes."""
     a = meta["args"]
-    return [f"# {title} ({meta['date']})", "",
-            f"{meta.get('gpu') or meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; preset "
-            f"{a['preset']}, seeds {a['seeds']}, {a['parallel']} runs at once",
-            "", f"`{meta['command']}`", "",
+    return [*heading(title, meta, f"{made_on(meta)}; preset {a['preset']}, seeds {a['seeds']}, {a['parallel']} runs "
+                                  f"at once{more}"),
             "Recipes: " + "; ".join(f"**{n}** " + (", ".join(f"{k}={v}" for k, v in s.items()) or "as the preset")
                                    for n, s in meta["recipes"].items()), ""]
 
@@ -359,48 +316,62 @@ def alone_tables(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+def recipe_parser(doc: str, where: str, where_help: str, limits: bool = False) -> argparse.ArgumentParser:
+    """The options of a recipe benchmark before its own: the shared data, the recipes, the genomes held out in turn
+    (``where``), the seeds, the preset and the settings of every run (and with ``limits``, ``time_limits``')."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--shared", default=str(REPO.parent / "shared" / "data"), help="the shared data folder")
     p.add_argument("--recipe", action="append", default=None, metavar="NAME:KEY=VALUE,...",
                    help="a recipe: a name and settings (repeat; default: shipped, the preset as it is)")
-    p.add_argument("--held-out", default=None, help="genomes to hold out in turn, comma-separated (default all)")
+    p.add_argument(where, default=None, help=where_help)
     p.add_argument("--seeds", default=None, help="training seeds, comma-separated (default 0,1,2)")
     p.add_argument("--preset", default=None, help="model preset (default base)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting for every run")
+    if limits:
+        time_limits(p)
+    return p
+
+
+def time_limits(p: argparse.ArgumentParser) -> None:
+    """A training's time limit and a run's CPU threads."""
     p.add_argument("--max-minutes", type=float, default=None,
                    help="time limit of one training (default 60: runs sharing a GPU are slower than a user's run "
                         "alone, and the preset's own limit would cut their schedules short)")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads of each run (OMP_NUM_THREADS; default: the host's cores / --parallel)")
-    p.add_argument("--eukaryotes", action="store_true", help="also score the eukaryotic slices")
-    p.add_argument("--train-alone", action="store_true",
-                   help="train on each --held-out genome alone and score the other two (instead of leave one out)")
-    p.add_argument("--predict-speed", action="store_true",
-                   help="also time genolin predict on the held-out genome (--train-alone: the first not trained on)")
+
+
+def run_options(p: argparse.ArgumentParser, name: str, quick: str, limits: bool = False) -> None:
+    """The options of a recipe benchmark after its own (with ``limits`` first, ``time_limits``'): runs at once and
+    GPUs, the device, --quick (``quick``: what it runs), the folders of runs and results."""
+    if limits:
+        time_limits(p)
     p.add_argument("--parallel", type=int, default=1, help="runs at once (on one GPU they share it)")
     p.add_argument("--gpus", type=int, default=0,
                    help="spread the runs over this many GPUs (each run sees one; --parallel counts runs on all of "
                         "them); 0: every run sees every GPU")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--quick", action="store_true", help="a smoke run: tiny, E. coli held out, seed 0, 20 steps")
+    p.add_argument("--quick", action="store_true", help=f"a smoke run: {quick}")
     p.add_argument("--work", default=None, help="folder for the runs (default: a temporary folder)")
-    p.add_argument("--out", default="benchmarks/results/track_recipes/latest", help="output prefix")
+    p.add_argument("--out", default=f"benchmarks/results/{name}/latest", help="output prefix")
+
+
+def main() -> None:
+    p = recipe_parser(__doc__, "--held-out", "genomes to hold out in turn, comma-separated (default all)", limits=True)
+    p.add_argument("--eukaryotes", action="store_true", help="also score the eukaryotic slices")
+    p.add_argument("--train-alone", action="store_true",
+                   help="train on each --held-out genome alone and score the other two (instead of leave one out)")
+    p.add_argument("--predict-speed", action="store_true",
+                   help="also time genolin predict on the held-out genome (--train-alone: the first not trained on)")
+    run_options(p, "track_recipes", "tiny, E. coli held out, seed 0, 20 steps")
     p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                    help="no runs: write the rows of these result files (one preset) as one result to --out")
     args = p.parse_args()
     if args.merge:
         rows, failed, meta = merged(args.merge)
-        print(write_result(Path(args.out), meta, rows, failed))
+        print(write_recipes(Path(args.out), meta, rows, failed))
         return
-    defaults = {"preset": "base", "seeds": "0,1,2", "held_out": ",".join(BACTERIA), "max_minutes": 60.0,
-                "threads": max(1, len(os.sched_getaffinity(0)) // args.parallel),
-                "recipe": ["shipped"], **(QUICK if args.quick else {})}
-    for key, value in defaults.items():  # what the command line left unset
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    args.work = args.work or tempfile.mkdtemp(prefix="track_recipes_")
-    recipes = dict(parse_recipe(r) for r in args.recipe)
+    recipes = setup(args, "track_recipes", QUICK, held_out=",".join(BACTERIA))
 
     data = genome_data(Path(args.shared), Path(args.work), args.eukaryotes, "track_recipes")
     jobs = [(name, s, h, int(seed)) for name, s in recipes.items() for seed in str(args.seeds).split(",")
@@ -408,19 +379,13 @@ def main() -> None:
     meta = {**run_metadata("track_recipes", {k: v for k, v in vars(args).items() if k != "recipe"}),
             "recipes": recipes}
     rows, failed = [], []
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-
-    def write() -> str:  # after every run, so a time limit keeps what finished
-        return write_result(out, meta, rows, failed)
-
     text = "no run finished\n"
     slots = GpuSlots(args.parallel, args.gpus)
     with cf.ThreadPoolExecutor(args.parallel) as pool:
         futures = {pool.submit(slots.run, one_run, args, data, *job): job for job in jobs}
         for f in cf.as_completed(futures):
             collect(f, futures[f][:1] + futures[f][2:], rows, failed)
-            text = write()
+            text = write_recipes(Path(args.out), meta, rows, failed)  # after every run: a time limit keeps them
     print(text)
     sys.exit(1 if failed else 0)
 

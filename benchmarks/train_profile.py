@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import datetime as dt
 import json
 import os
 import platform
@@ -39,8 +38,10 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: an older tree given there wins
-from genolin import __version__  # noqa: E402
+from common import sync, timed, versions, write_result  # noqa: E402
+
 from genolin.config import DataSpec, Setting  # noqa: E402
 from genolin.io.fasta import read_fasta  # noqa: E402
 from genolin.train import Trainer, configure  # noqa: E402
@@ -104,11 +105,6 @@ def epoch(trainer: Trainer) -> dict:
     return record
 
 
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def profile_tables(trainer: Trainer, args, path: Path) -> dict:
     """torch.profiler over one short epoch: the loop's ranges (host ms a step), the device's busy share, and the
     top ops written to ``path``."""
@@ -151,11 +147,8 @@ def row(recipe: str, variant: str, pairs, args, prefix: Path) -> dict:
             epoch(trainer)  # warm-up
             if args.device.startswith("cuda"):
                 torch.cuda.reset_peak_memory_stats()
-            sync(args.device)
-            t0, step0 = time.perf_counter(), trainer.state["step"]
-            record = epoch(trainer)
-            sync(args.device)
-            wall = time.perf_counter() - t0
+            step0 = trainer.state["step"]
+            wall, record = timed(lambda: epoch(trainer), args.device)
             steps = trainer.state["step"] - step0
             tokens_s = record["tokens_per_s"] * record["seconds"] / wall  # the record's tokens over the synced wall
             params = trainer.model.n_parameters()
@@ -224,14 +217,11 @@ def main() -> None:
         for variant in args.variant or ["eager", "default"]:
             rows.append(row(recipe, variant, pairs, args, prefix))
             print(json.dumps(rows[-1]), flush=True)
-    meta = {"benchmark": "train_profile", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "device": args.gpu, "command": " ".join(["python", *sys.argv]),
+    meta = {**versions("train_profile"), "device": args.gpu, "command": " ".join(["python", *sys.argv]),
             "genomes": [Path(f).name for f, _ in pairs], "settings": args.set}
     text = table(rows)
-    prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    prefix.with_suffix(".md").write_text(f"# train_profile, {meta['device']}, {meta['date']}\n\n"
-                                         f"`{meta['command']}`\n\n{text}\n")
+    write_result(prefix, {"meta": meta, "rows": rows}, f"# train_profile, {meta['device']}, {meta['date']}\n\n"
+                 f"`{meta['command']}`\n\n{text}\n", indent=1)
     print(text)
 
 

@@ -18,19 +18,16 @@ Writes PREFIX.json and PREFIX.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
-import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from genolin import __version__
-from genolin.model import Encoder, EncoderConfig
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import device_name, median_time, versions, write_result  # noqa: E402
+
+from genolin.model import Encoder, EncoderConfig  # noqa: E402
 
 
 def step_fn(model: Encoder, opt: torch.optim.Optimizer, ids: torch.Tensor, amp: bool):
@@ -119,14 +116,7 @@ def measure(args, n: int, mode: str, backend: str) -> dict:
         if dev.type == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        times = []
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            step()
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        row["ms"] = statistics.median(times) * 1e3
+        row["ms"] = median_time(step, args.repeats, dev)[0] * 1e3
         if dev.type == "cuda":
             row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
             if args.peak_report:
@@ -181,15 +171,9 @@ def main() -> None:
                 blocks = "compiled" if args.compile else "eager"
                 print(f"N {n:>9,}  {backend:9s} {mode:5s} {blocks:8s}  " + (row.get("error") or
                       f"{row['ms']:9.1f} ms  {mem:7.2f} GiB"), flush=True)
-    meta = {"benchmark": "train_step", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "genolin": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.machine(),
-            "cpu_count": os.cpu_count(), "args": vars(args),
-            "memory": "torch.cuda.max_memory_allocated" if args.device == "cuda" else
-                      "bytes autograd keeps for backward (saved-tensor hooks)"}
-    prefix = Path(args.out)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    prefix.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    meta = {**versions("train_step"), "device": device_name(args.device), "cpu_count": os.cpu_count(),
+            "args": vars(args), "memory": "torch.cuda.max_memory_allocated" if args.device == "cuda" else
+                                          "bytes autograd keeps for backward (saved-tensor hooks)"}
     mem_name = "peak GiB" if args.device == "cuda" else "kept for backward, GiB"
     lines = [f"# Encoder training step ({meta['date']})", "",
              f"{meta['device']}, torch {meta['torch']}, genolin {meta['genolin']}; d_model {args.d_model}, "
@@ -202,7 +186,7 @@ def main() -> None:
         cells = (r["error"], "") if "error" in r else (f"{r['ms']:.1f}", f"{mem:.2f}")
         blocks = "compiled" if r.get("compiled") else "eager"
         lines.append(f"| {r['n']:,} | {r['backend']} | {r['mode']} | {blocks} | {cells[0]} | {cells[1]} |")
-    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(Path(args.out), {"meta": meta, "rows": rows}, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

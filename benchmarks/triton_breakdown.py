@@ -11,27 +11,23 @@ against the copy bandwidth measured in the same run; registers and spills from T
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import torch
 import triton
 
-from genolin.ops import favor_projection, linear_attention
-from genolin.ops import linear_attn_triton as lat
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import attention_inputs, attention_options, copy_bandwidth, now, write_result  # noqa: E402
+
+from genolin.ops import favor_projection, linear_attention  # noqa: E402
+from genolin.ops import linear_attn_triton as lat  # noqa: E402
 
 KERNELS = {  # kernel -> tensors of (B, N, H, 64) it reads or writes in bf16 (the per-head states are small)
     "_state_kernel": 2, "_output_kernel": 2, "_query_grad_kernel": 3, "_key_grad_kernel": 4, "_reduce_kernel": 0}
-
-
-def copy_bandwidth() -> float:
-    x = torch.empty(2**29, dtype=torch.float32, device="cuda")
-    y = torch.empty_like(x)
-    ms = triton.testing.do_bench(lambda: y.copy_(x), warmup=25, rep=200, return_mode="median")
-    return 2 * x.numel() * 4 / (ms / 1e3)
 
 
 def graph_ms(fn, reps: int = 20) -> float:
@@ -94,22 +90,14 @@ def measure(q, k, v, do, fm, w, args, bw) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, nargs="+", default=[1_048_576])
-    ap.add_argument("--b", type=int, default=1)
-    ap.add_argument("--h", type=int, default=8)
-    ap.add_argument("--d", type=int, default=64)
-    ap.add_argument("--maps", nargs="+", default=["elu", "favor"])
+    attention_options(ap, n=[1_048_576])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     bw = copy_bandwidth()
     rows = []
     for n in args.n:
-        shape = (args.b, n, args.h, args.d)
-        g = torch.Generator(device="cuda").manual_seed(n)
-        q, k, v, do = (torch.randn(shape, device="cuda", generator=g).mul(0.5).bfloat16() for _ in range(4))
-        for t in (q, k, v):
-            t.requires_grad_()
+        q, k, v, do = attention_inputs((args.b, n, args.h, args.d), seed=n)
         for fm in args.maps:
             w = favor_projection(128, args.d, seed=0, device="cuda") if fm == "favor" else None
             rows.append(measure(q, k, v, do, fm, w, args, bw))
@@ -129,12 +117,11 @@ def main() -> None:
         for e in entries:
             print(f"  {kname:<20} regs {e['regs']:4d} spills {e['spills']:4d} shared {e['shared']:6d} "
                   f"warps {e['warps']} stages {e['stages']}")
-    meta = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "gpu": torch.cuda.get_device_name(),
-            "torch": torch.__version__, "triton": triton.__version__, "copy_bandwidth_GBps": bw / 1e9}
+    meta = {"date": now(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "triton": triton.__version__, "copy_bandwidth_GBps": bw / 1e9}
     print(json.dumps(meta))
     if args.out:
-        Path(args.out + ".json").write_text(json.dumps({"meta": meta, "rows": rows, "compiled": compiled},
-                                                       indent=2) + "\n")
+        write_result(args.out, {"meta": meta, "rows": rows, "compiled": compiled})
 
 
 if __name__ == "__main__":

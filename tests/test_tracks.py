@@ -598,25 +598,25 @@ def test_the_track_recipes_benchmark_merges_result_files(tmp_path):
 
 
 def test_a_benchmark_run_that_fails_says_why_without_its_log(tmp_path):
-    """benchmarks/promoter_tracks.run (the track benchmarks' commands): a failed command's error names the command,
-    its log and the last line it wrote, so a result file's "failed" entry says why after the log is gone."""
+    """benchmarks/common.run (the track benchmarks' commands): a failed command's error names the command, its log
+    and the last line it wrote, so a result file's "failed" entry says why after the log is gone."""
     import importlib.util
     import sys
 
     from conftest import REPO
 
-    spec = importlib.util.spec_from_file_location("promoter_tracks", REPO / "benchmarks" / "promoter_tracks.py")
-    tracks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tracks)
+    spec = importlib.util.spec_from_file_location("common", REPO / "benchmarks" / "common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
     log = tmp_path / "log.txt"
-    assert tracks.run([sys.executable, "-c", "print('first')"], log) >= 0
+    assert common.run([sys.executable, "-c", "print('first')"], log) >= 0
     code = "import sys; print('loading'); print('error: CUDA out of memory', file=sys.stderr); sys.exit(3)"
     with pytest.raises(RuntimeError) as err:
-        tracks.run([sys.executable, "-c", code], log)
+        common.run([sys.executable, "-c", code], log)
     said = str(err.value)
     assert said.startswith("failed (3): ") and said.endswith(f"see {log}: error: CUDA out of memory")
     with pytest.raises(RuntimeError) as err:  # a command that wrote nothing: nothing of the earlier ones is quoted
-        tracks.run([sys.executable, "-c", "raise SystemExit(2)"], log)
+        common.run([sys.executable, "-c", "raise SystemExit(2)"], log)
     assert str(err.value).endswith(f"see {log}")
     assert log.read_text().count("$ ") == 3 and "first" in log.read_text()
 
