@@ -37,6 +37,11 @@ the bases of k-mer m. At one-hot inputs that is exactly the token's embedding (a
 between it is multilinear, so gradients see every base of every k-mer it is in. The bag-of-k-mers term of
 ``kmer_logits`` models is computed from the same products.
 
+Cost: every model input is counted before any is scored (ism: each sequence and its substitutions, 3 per base, 4
+at an N; saliency: one gradient per sequence; deepliftshap: one per shuffled reference); more than
+``ExplainOptions.max_inputs`` (--max-inputs) is refused. Progress advances in model inputs, and a log line gives
+the count and, at the pace of the first batch of inputs, the time in all (``Pace``).
+
 Outputs in DIR: ``<method>.npz`` (one array per sequence id), ``scores.tsv`` (id, length, reference log-odds,
 largest importance), ``logos/<rank>_<id>.png`` (logomaker) for the sequences with the highest scores, and for
 genome regions ``<method>.bw``: per base, the importance of the reference base (ism: minus the mean of its three
@@ -49,6 +54,7 @@ import itertools
 import logging
 import os
 import re
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +70,10 @@ log = logging.getLogger(__name__)
 
 METHODS = ("ism", "saliency", "deepliftshap")
 BASES = b"ACGT"
+# model inputs explain takes on without --max-inputs: ISM of every call of E. coli's peaks.bed at the bacteria
+# model's density (about 2,800 calls of 201 bp in 8-kb windows: 1.7 M inputs) fits; a whole 4.6-Mbp contig (14 M
+# inputs of 4.6 Mbp) does not
+MAX_INPUTS = 2_000_000
 
 
 @dataclass
@@ -79,6 +89,7 @@ class ExplainOptions:
     domain: str = "any"  # motifs: matched only to the elements of this domain (genolin.motifs.DOMAINS)
     shuffles: int = 20  # deepliftshap: dinucleotide-shuffled references per sequence
     seed: int = 0
+    max_inputs: int = MAX_INPUTS  # refuse work of more model inputs than this (``Pace``)
 
 
 def one_hot(seq: bytes) -> np.ndarray:
@@ -106,16 +117,29 @@ def class_log_odds(log_probs: np.ndarray, t: int) -> np.ndarray:
     return log_probs[:, t] - np.logaddexp.reduce(others, axis=1)
 
 
+def substitutions(seq: bytes, lo: int = 0, hi: int | None = None) -> np.ndarray:
+    """(M, 2) every single-base substitution of ``seq`` at positions lo..hi-1 (default: all) as (position, base
+    index), by position then base: 3 per base, 4 at an N."""
+    hi = len(seq) if hi is None else hi
+    pos, base = np.nonzero(base_codes(seq[lo:hi])[:, None] != np.arange(4)[None, :])
+    return np.stack([pos + lo, base], 1).astype(np.int64).reshape(-1, 2)
+
+
+def substituted(seq: bytes, i: int, b: int) -> bytes:
+    return seq[:i] + BASES[b:b + 1] + seq[i + 1:]
+
+
 def mutants(seq: bytes, lo: int = 0, hi: int | None = None) -> tuple[list[bytes], np.ndarray]:
     """Every single-base substitution of ``seq`` at positions lo..hi-1 (default: all): (the mutant sequences,
     (M, 2) their (position - lo, base index))."""
+    where = substitutions(seq, lo, hi)
+    return [substituted(seq, i, b) for i, b in where.tolist()], where - np.array([lo, 0])
+
+
+def ism_inputs(seq: bytes, lo: int = 0, hi: int | None = None) -> int:
+    """Model inputs of the ISM of ``seq``'s bases lo..hi-1: the sequence itself and each of its substitutions."""
     hi = len(seq) if hi is None else hi
-    ref = base_codes(seq)
-    where = [(i, b) for i in range(lo, hi) for b in range(4) if ref[i] != b]
-    out = []
-    for i, b in where:
-        out.append(seq[:i] + BASES[b:b + 1] + seq[i + 1:])
-    return out, np.array([(i - lo, b) for i, b in where], dtype=np.int64).reshape(-1, 2)
+    return 1 + 4 * (hi - lo) - int(np.count_nonzero(base_codes(seq[lo:hi]) < 4))
 
 
 def _scatter(effects: np.ndarray, where: np.ndarray, length: int) -> np.ndarray:
@@ -140,16 +164,21 @@ def _ism(seqs: list[bytes], score, batch: int, progress=None,
          spans: list[tuple[int, int]] | None = None) -> tuple[list[np.ndarray], np.ndarray]:
     """Saturation mutagenesis: ``score(n, sequences)`` gives the (m,) log-odds of equal-length variants of sequence
     n; returns ([(L, 4) mutant minus reference], (n,) reference log-odds), L the length of sequence n's span (lo,
-    hi) of mutated bases (default: all of it)."""
+    hi) of mutated bases (default: all of it). The variants are made ``batch`` at a time (a long sequence's would
+    not fit in memory at once); ``progress`` advances by each batch's inputs."""
     out, refs = [], np.zeros(len(seqs))
     for n, seq in enumerate(seqs):
         lo, hi = spans[n] if spans is not None else (0, len(seq))
-        muts, where = mutants(seq, lo, hi)
-        scores = np.concatenate([score(n, chunk) for chunk in _chunks([seq, *muts], batch)])
+        where = substitutions(seq, lo, hi)
+        todo = [None, *where.tolist()]  # the reference, then each (position, base)
+        scores = []
+        for chunk in _chunks(todo, batch):
+            scores.append(score(n, [seq if m is None else substituted(seq, *m) for m in chunk]))
+            if progress is not None:
+                progress.update(len(chunk))
+        scores = np.concatenate(scores)
         refs[n] = scores[0]
-        out.append(_scatter(scores[1:] - scores[0], where, hi - lo))
-        if progress is not None:
-            progress.update(1)
+        out.append(_scatter(scores[1:] - scores[0], where - np.array([lo, 0]), hi - lo))
     return out, refs
 
 
@@ -317,8 +346,14 @@ def gradient_attributions(run, seqs: list[bytes], method: str, score: str, t: in
                 warned = True
         out.append(a.detach().float().cpu().numpy())
         if progress is not None:
-            progress.update(1)
+            progress.update(gradient_inputs(method, options))
     return out
+
+
+def gradient_inputs(method: str, options: ExplainOptions) -> int:
+    """Model inputs (forward and backward) of one sequence's gradient attributions: saliency one, deepliftshap
+    one per shuffled reference."""
+    return 1 if method == "saliency" else options.shuffles
 
 
 # -- outputs ----------------------------------------------------------------------------------------------------
@@ -397,23 +432,75 @@ def explain(run, inputs, out_dir: str | os.PathLike, options: ExplainOptions, re
         ids, seqs, t = [r.name for r in regions], [r.seq for r in regions], None
     else:
         (ids, seqs, t), regions, lengths = sequence_inputs(run, inputs, options, regions_bed), [], {}
-    if options.method == "ism":  # the cost, before the work: a model call per base and substitution
-        bases = sum(len(s) for s in seqs)
-        seen = max(len(r.model_seq) for r in regions) if run.task.has_track else max(map(len, seqs))
-        log.info("ism: %s sequences, %s bases, 3 substitutions each: %s model inputs of up to %s bp (progress "
-                 "lines give the time left)", f"{len(seqs):,}", f"{bases:,}", f"{3 * bases:,}", f"{seen:,}")
-    with torch.inference_mode(False), progress_bar(total=len(seqs), unit="seq", desc=options.method) as bar:
+    if regions:  # the cost, before the work
+        pace = Pace(options, [r.model_seq for r in regions], [(r.before, r.before + len(r.seq)) for r in regions])
+    else:
+        pace = Pace(options, seqs, [(0, len(s)) for s in seqs])
+    with torch.inference_mode(False), progress_bar(total=pace.total, unit="inputs", desc=options.method) as bar:
+        pace.bar = bar
         if run.task.has_track:
-            attrs, refs = region_attributions(run, regions, options, bar)
+            attrs, refs = region_attributions(run, regions, options, pace)
         elif options.method == "ism":
-            attrs, refs = ism_sequences(run, seqs, t, options.rc_average, progress=bar)
+            attrs, refs = ism_sequences(run, seqs, t, options.rc_average, progress=pace)
         else:
             if options.rc_average:
                 raise InputError("--rc-average", "gradient methods explain the forward strand; use --method ism "
                                                  "for the strand-averaged score")
             refs = sequence_scores(run, seqs, t, False)
-            attrs = gradient_attributions(run, seqs, options.method, "class", t, 0, options, bar)
+            pace.start()
+            attrs = gradient_attributions(run, seqs, options.method, "class", t, 0, options, pace)
     return write_explanation(Path(out_dir), options, ids, seqs, attrs, refs, regions, lengths)
+
+
+class Pace:
+    """The size of the work in model inputs, checked against ``options.max_inputs`` when made (an InputError naming
+    --max-inputs), and a progress bar's ``update`` in those inputs that, once the first batch is done, logs one
+    line: the inputs and, at that batch's pace, the time in all. A batch is as many inputs as the model takes at
+    once, so later ones keep its pace; the first also pays the model's warm-up, so the estimate errs long.
+
+    ``seen``: the sequences the model sees (a region's with its context); ``spans``: the (lo, hi) of each one's
+    mutated bases. Gradient methods also score each sequence once, forward only, before ``start``: not counted."""
+
+    def __init__(self, options: ExplainOptions, seen: list[bytes], spans: list[tuple[int, int]]):
+        self.bar = None
+        longest = max(map(len, seen))
+        n = f"{len(seen):,} sequence{'' if len(seen) == 1 else 's'}"
+        if options.method == "ism":
+            self.total = sum(ism_inputs(s, lo, hi) for s, (lo, hi) in zip(seen, spans, strict=True))
+            self.what = (f"ism: {n}, {sum(hi - lo for lo, hi in spans):,} bases, 3 substitutions each (4 at an N): "
+                         f"{self.total:,} model inputs of up to {longest:,} bp")
+        else:
+            self.total = len(seen) * gradient_inputs(options.method, options)
+            each = "a gradient" if options.method == "saliency" else f"{options.shuffles} shuffled references"
+            self.what = f"{options.method}: {n}, {each} each: {self.total:,} model inputs of up to {longest:,} bp"
+        if self.total > options.max_inputs:
+            raise InputError("--max-inputs", f"{self.what}, more than {options.max_inputs:,}: explain fewer or "
+                                             "narrower regions or sequences (ISM costs 3 inputs per base, each as "
+                                             "long as what the model sees), or raise --max-inputs")
+        self.start()
+
+    def start(self) -> None:
+        """The clock of the first batch starts (again) here."""
+        self.done, self.t0, self.said = 0, time.monotonic(), False
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        if not self.said:
+            self.said = True
+            spent = time.monotonic() - self.t0
+            if self.done >= self.total:
+                log.info("%s, in %s", self.what, _span(spent))
+            else:
+                log.info("%s; about %s in all at the pace of the first batch (%s inputs in %s; progress lines give "
+                         "the time left)", self.what, _span(spent * self.total / self.done), f"{self.done:,}",
+                         _span(spent))
+
+
+def _span(seconds: float) -> str:
+    return (f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200
+            else f"{seconds / 3600:.1f} h")
 
 
 def track_inputs(run, inputs, options: ExplainOptions, regions_bed: str | None) -> tuple[list[Region], dict]:
@@ -449,16 +536,20 @@ def sequence_inputs(run, inputs, options: ExplainOptions, regions_bed: str | Non
     return list(dataset.ids), list(dataset.seqs), target_index(run.task.classes, options.target)
 
 
-def region_attributions(run, regions: list[Region], options: ExplainOptions, bar) -> tuple[list, np.ndarray]:
-    """([(L, 4) attributions], (n,) log-odds) of each region's bin: ISM, or a gradient method cut to the region."""
+def region_attributions(run, regions: list[Region], options: ExplainOptions, pace: Pace | None = None
+                        ) -> tuple[list, np.ndarray]:
+    """([(L, 4) attributions], (n,) log-odds) of each region's bin: ISM, or a gradient method cut to the region;
+    ``pace`` advances in model inputs."""
     if options.method == "ism":
-        return ism_regions(run, regions, options.bin_offset, progress=bar)
+        return ism_regions(run, regions, options.bin_offset, progress=pace)
     bins = region_bins(run, regions, options.bin_offset)
     channels = [r.channel for r in regions]
     refs = np.array([track_scores(run, [r.model_seq], b, c)[0] for r, b, c in zip(regions, bins, channels,
                                                                                       strict=True)])
+    if pace is not None:
+        pace.start()
     attrs = gradient_attributions(run, [r.model_seq for r in regions], options.method, "bin", bins, channels,
-                                  options, bar)
+                                  options, pace)
     return [a[r.before:r.before + len(r.seq)] for a, r in zip(attrs, regions, strict=True)], refs
 
 
@@ -565,5 +656,5 @@ def _origin_cut(lo: int, hi: int, n: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(sorted({lo, hi, *(c for c in (0, n) if lo < c < hi)})))
 
 
-__all__ = ["METHODS", "BasesToScore", "ExplainOptions", "explain", "gradient_attributions", "ism_regions",
-           "ism_sequences", "kmer_products", "mutants", "one_hot"]
+__all__ = ["MAX_INPUTS", "METHODS", "BasesToScore", "ExplainOptions", "Pace", "explain", "gradient_attributions",
+           "ism_regions", "ism_sequences", "kmer_products", "mutants", "one_hot", "substitutions"]

@@ -4,6 +4,7 @@ prediction before its first batch) with one line instead of an allocator's error
     training_bytes(cfg, tokens, n_params)   weights, gradients, AdamW's two moments and the activations that a
                                             batch of ``tokens`` (rows x padded length) keeps for backward
     inference_bytes(cfg, tokens, n_params)  weights and the few activations a forward without gradients holds
+    window_bytes(cfg, tokens)               the activations of a forward over genome windows on a CPU (measured)
     available_bytes(device)                 free GPU memory, or the RAM the process may still take
     peak_bytes(device)                      the most this process has held (CUDA tensors, or peak RSS)
     check_fits(needed, device, what, fix)   an InputError when the estimate is over what is available
@@ -82,6 +83,22 @@ def inference_bytes(cfg: EncoderConfig, tokens: int, n_params: int, *, stream: b
                            + layer * 4 * (AMP_FACTOR if amp else 1.0) * rows_tokens))
 
 
+# a forward without gradients over genome windows on a CPU (genolin predict), bytes per token besides the (EXTRA_D +
+# 4) x d_model float32 of inference_bytes' residual stream and buffers: ids, mask, a layer's temporaries. Measured
+# (peak RSS over the run, two model threads, 1 Mbp): the bacteria model's tiny member (d 32) 2.4 kB per token in
+# flight, base and s1 (d 256) 11.4 kB: 40 d + about 1.15 kB; the hybrid mixer's local softmax adds nothing seen
+WINDOW_TOKEN_BYTES = 1200
+
+
+def window_bytes(cfg: EncoderConfig, tokens: int) -> int:
+    """Peak bytes of the activations of a forward without gradients on a CPU over a batch of genome windows of
+    ``tokens`` tokens in all (rows x tokens per window), weights not included. Calibrated on measurements
+    (``WINDOW_TOKEN_BYTES``): ``inference_bytes``, whose per-layer term is sized by what training saves for
+    backward, came to 2 to 4.5 times the peaks measured for these batches."""
+    extra = 0.0 if cfg.mixer == "hybrid" else _mixer_extra(cfg)  # per-head terms, made whole
+    return int(HEADROOM * tokens * ((EXTRA_D + 4) * cfg.d_model * 4 + WINDOW_TOKEN_BYTES + 4 * extra))
+
+
 def available_bytes(device: torch.device) -> int:
     """What a new allocation may still take: on CUDA the GPU's free memory plus what PyTorch's allocator holds
     unused; on a CPU the host's (``genolin.host.available_bytes``: MemAvailable, or less under a cgroup limit).
@@ -121,4 +138,4 @@ def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
 
 
 __all__ = ["GIB", "available_bytes", "check_fits", "gib", "inference_bytes", "is_out_of_memory", "peak_bytes",
-           "training_bytes"]
+           "training_bytes", "window_bytes"]

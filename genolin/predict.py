@@ -1,6 +1,7 @@
 """``genolin predict``: apply a trained run to new sequences or whole new genomes.
 
     predict(run, inputs, out, options) -> a one-line summary
+    check_genome_memory(predictor, inputs, options) -> an InputError when a track prediction would not fit memory
 
 The run's task writes its outputs (``genolin.tasks``), the model runs through ``genolin.inference``:
 - sequence classifier: OUT is a TSV with columns id, length, prob_<class> for every class, pred, has_n
@@ -12,23 +13,88 @@ The run's task writes its outputs (``genolin.tasks``), the model runs through ``
   (``TrackTask.predict``). Genomes stream
   through overlapping windows, so memory does not grow with the genome; the windows of a circular contig
   (``inputs.circular``, or its FASTA header) run on across its origin.
-Every output is written under a temporary name and renamed when complete.
+Every output is written under a temporary name and renamed when complete. A track prediction's memory is estimated
+first (``check_genome_memory``), as sequences' batches are (``Predictor.check_memory``).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from genolin.config import DataSpec
 from genolin.errors import InputError
 from genolin.tasks import PredictOptions
+
+# host bytes that do not depend on the model: the bedGraph writers' gathered stretches (2 strands x 9 stretches in
+# flight x 65,536 bins x float32), or the bigWig writers' queues (2 x 16 stretches); and per bin of the genome, the
+# bigWig writers' finest zoom level (2 strands x 40 bytes per record of 16 bins)
+WRITER_BYTES = 2 * 16 * 65536 * 4
+ZOOM_BYTES_PER_BIN = 2 * 40 / 16
 
 
 def predict(run, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions | None = None) -> str:
     """Write the predictions of ``run`` (a genolin.inference.Run) for ``inputs``; returns what was written."""
     if inputs.circular and not run.task.has_track:
         raise InputError(None, "--circular is for the genomes a track model reads, not for sequences")
-    return run.task.predict(run.predictor, inputs, out, options or PredictOptions())
+    options = options or PredictOptions()
+    if run.task.has_track and inputs.fasta and not inputs.csv:
+        check_genome_memory(run.predictor, inputs, options)
+    return run.task.predict(run.predictor, inputs, out, options)
 
 
-__all__ = ["PredictOptions", "predict"]
+def _batch(predictor, rc_average: bool) -> tuple[int, int]:
+    """(rows, tokens per row) of a predictor's batch of genome windows (the reverse strands are rows of it too)."""
+    cfg = predictor.task.cfg
+    return predictor.batch_size * (2 if rc_average else 1), (predictor.window_bp or cfg.window_bp) // cfg.stride
+
+
+def check_genome_memory(predictor, inputs: DataSpec, options: PredictOptions) -> None:
+    """An InputError before the genome is read or a file is opened when a track prediction would need more host
+    memory than there is (``genolin.memory.available_bytes``; GENOLIN_MEMORY_GIB sets it by hand): one line saying
+    how much and what to change. Counted: on a CPU, the weights of every member and the activations of the batches
+    the model runs at once (one per model thread, per tiling of --offset-average and per stride of an ensemble;
+    ``memory.window_bytes``); the batches read ahead (base codes and probabilities), the writers' buffers and, for
+    bigWig, their zoom level over the genome; and the bases of a plain gzip FASTA, read into memory whole (about 4
+    bases per byte of the file, twice while it is read). Tracks stream, so nothing else grows with the genome. On
+    CUDA the model's memory is the GPU's, not estimated here."""
+    import torch
+
+    from genolin import memory
+    from genolin.inference.pipeline import CUDA_QUEUE_DEPTH, CUDA_TOKEN_THREADS, PIECES_AHEAD, cpu_model_threads
+    from genolin.io.files import sniff_compression
+    from genolin.io.store import estimated_bases
+
+    cuda = predictor.device.type == "cuda"
+    threads = cpu_model_threads()[0]
+    running, ahead = (1, CUDA_QUEUE_DEPTH + CUDA_TOKEN_THREADS + PIECES_AHEAD) if cuda else (threads, threads + 2)
+    predictors = [predictor] + [other for other, _ in predictor.others]
+    batches = [_batch(p, options.rc_average) for p in predictors]
+    passes = predictor.window_offsets
+    needed = 0
+    if not cuda:
+        n_params = sum(m.n_parameters() for p in predictors for m, _ in p.members)
+        needed += int(memory.HEADROOM * 4 * n_params) + passes * running * sum(
+            memory.window_bytes(p.model.cfg, rows * tokens) for p, (rows, tokens) in zip(predictors, batches,
+                                                                                         strict=True))
+    # each batch read ahead: its base codes (rows x window bp and k-mer context), its probabilities and their copy
+    needed += passes * ahead * sum(rows * (tokens * p.task.cfg.stride + 2 * p.task.cfg.k) + 2 * 4 * rows * tokens
+                                   for p, (rows, tokens) in zip(predictors, batches, strict=True))
+    files = [Path(f) for f in inputs.fasta if Path(f).is_file()]
+    gzipped = [f for f in files if sniff_compression(f) == "gzip"]
+    needed += WRITER_BYTES + 2 * sum(estimated_bases(f) for f in gzipped)
+    if options.track_format == "bigwig":
+        needed += int(ZOOM_BYTES_PER_BIN * sum(estimated_bases(f) for f in files) / predictor.task.cfg.stride)
+    rows, tokens = batches[0]
+    strands = " with the reverse strands" if options.rc_average else ""
+    what = (f"predicting the genome in batches of {predictor.batch_size} windows of "
+            f"{tokens * predictor.task.cfg.stride:,} bp ({rows} rows of {tokens:,} tokens{strands}"
+            f"{f', {running} at once' if running > 1 else ''})"
+            + (f" with {gzipped[0].name} in memory (plain gzip)" if gzipped else ""))
+    fix = ("give a smaller --batch-size" + (" or --window-bp" if predictor.window_bp else "")
+           + ("; bgzip the genome (random access: its bases are not held)" if gzipped else "")
+           + "; GENOLIN_MEMORY_GIB sets the budget by hand")
+    memory.check_fits(needed, torch.device("cpu"), what, fix)
+
+
+__all__ = ["PredictOptions", "check_genome_memory", "predict"]

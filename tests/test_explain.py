@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from conftest import ECOLI_BGZ
 
 from genolin.cli import cli
+from genolin.errors import InputError
 from genolin.explain import BasesToScore, mutants, one_hot, sequence_scores, track_scores
 from genolin.inference import load_run
 from genolin.io.fasta import read_fasta
@@ -357,3 +358,76 @@ def test_motifs_are_matched_only_to_the_elements_of_the_genomes_domain():
     assert match([motif("TATAAAAG")], "any")[0].match == "TATA box"
     assert match([motif("TATAAAAG")], "bacteria")[0].match != "TATA box"
     assert match([motif("GTTATAATG")], "bacteria")[0].match in ("sigma70 -10 box", "extended -10 box")
+
+
+def test_the_cost_is_counted_in_model_inputs_with_n_and_gradients():
+    """ISM: the sequence and 3 substitutions per base, 4 at an N, as many as ``mutants`` makes; gradient methods one
+    input per sequence (saliency) or per shuffled reference (deepliftshap)."""
+    from genolin.explain import ExplainOptions, Pace
+
+    seqs = [b"ACGTN", b"ACGTACGTAC"]
+    pace = Pace(ExplainOptions(), seqs, [(0, 5), (2, 7)])
+    assert pace.total == (1 + 3 * 4 + 4) + (1 + 3 * 5) == sum(1 + len(mutants(s, *span)[0])
+                                                            for s, span in zip(seqs, [(0, 5), (2, 7)], strict=True))
+    assert Pace(ExplainOptions(method="saliency"), seqs, [(0, 5), (0, 10)]).total == 2
+    assert Pace(ExplainOptions(method="deepliftshap", shuffles=8), seqs, [(0, 5), (0, 10)]).total == 16
+    with pytest.raises(InputError, match=r"--max-inputs: ism: 2 sequences, 10 bases.*33 model inputs.*more than 32"):
+        Pace(ExplainOptions(max_inputs=32), seqs, [(0, 5), (2, 7)])
+
+
+def test_a_whole_contig_is_refused_by_its_count_before_any_work(tmp_path, track_run, monkeypatch):
+    """A region of a whole 700-kb contig: 2.1 million ISM inputs, over the default --max-inputs: one line naming the
+    option and the count, no output; the CLI's default is the library's."""
+    import genolin.explain
+    from genolin.cli.explain import explain as command
+
+    (rec,) = read_fasta(ECOLI_BGZ)
+    (tmp_path / "g.fa").write_text(">chrA\n" + rec.seq[:700_000].decode() + "\n")
+    (tmp_path / "r.bed").write_text("chrA\t0\t700000\twhole\t0\t+\n")
+    monkeypatch.setattr(genolin.explain, "ism_regions", lambda *a, **k: pytest.fail("scored past the limit"))
+    result = run("explain", "--model", track_run / "run", "--fasta", tmp_path / "g.fa", "--regions", tmp_path / "r.bed",
+                 "--device", "cpu", "--out", tmp_path / "ex")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "genolin: error: --max-inputs: ism: 1 sequence, 700,000 bases" in result.output
+    assert "2,100,001 model inputs of up to 700,000 bp, more than 2,000,000" in result.output
+    assert "raise --max-inputs" in result.output and not (tmp_path / "ex").exists()
+    assert next(p.default for p in command.params if p.name == "max_inputs") == genolin.explain.MAX_INPUTS
+
+
+@pytest.mark.parametrize("method", ["ism", "saliency"])
+def test_progress_moves_in_model_inputs_and_the_time_is_estimated(tmp_path, track_run, monkeypatch, method):
+    """The progress bar counts model inputs (an ETA can form while a region's mutants are scored), up to its total;
+    one log line gives the inputs and, after the first batch, the time in all."""
+    import genolin.progress
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total=None, unit="it", desc="", enabled=None):
+            self.total, self.unit, self.n, self.updates = total, unit, 0, 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.n, self.updates = self.n + n, self.updates + 1
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    monkeypatch.setattr(genolin.progress, "progress_bar", Bar)
+    d = track_run
+    (tmp_path / "r.bed").write_text("chrA\t1000\t1301\tup\t0\t+\nchrA\t5000\t5101\t.\t0\t-\n")
+    result = CliRunner().invoke(cli, ["explain", "--model", str(d / "run"), "--fasta", str(d / "g.fa"), "--regions",
+                                      str(tmp_path / "r.bed"), "--method", method, "--top", "0", "--device", "cpu",
+                                      "--out", str(tmp_path / "ex")])
+    assert result.exit_code == 0, result.output
+    (bar,) = bars
+    assert bar.unit == "inputs"
+    if method == "ism":
+        assert bar.total == bar.n == (1 + 3 * 301) + (1 + 3 * 201) and bar.updates > 2  # batches, not regions
+    else:
+        assert bar.total == bar.n == 2
+    line = next(x for x in result.output.splitlines() if "model inputs of up to" in x)
+    assert f"{bar.total:,} model inputs of up to" in line and "in all at the pace of the first batch" in line

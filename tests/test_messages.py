@@ -92,3 +92,22 @@ def test_a_genome_without_bases_is_an_error_not_empty_tracks(tmp_path):
             "--out", tmp_path / "p")
     assert r.exit_code == 1 and f"genolin: error: {fasta}: no record holds any bases: nothing to predict" in r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.fa", "empty.fa.fai"]
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "explain", "train"])
+@pytest.mark.parametrize("out", ["", "  "])
+def test_an_empty_out_is_refused_naming_the_option(tmp_path, monkeypatch, command, out):
+    """--out '' (or blank) is no name: a track prediction would write hidden .plus.bedGraph, .minus.bedGraph and
+    .peaks.bed into the working folder. One line naming --out, a usage error's status, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    fasta = tmp_path / "g.fa"
+    fasta.write_text(">chrA\n" + "ACGT" * 1000 + "\n")
+    args = {"predict": ["--model", FIXTURES / "v1_runs" / "track_run", "--fasta", fasta],
+            "evaluate": ["--model", FIXTURES / "v1_runs" / "track_run", "--fasta", fasta, "--tss", fasta],
+            "explain": ["--model", FIXTURES / "v1_runs" / "track_run", "--fasta", fasta, "--regions", fasta],
+            "train": ["--fasta", fasta, "--tss", fasta]}[command]
+    r = run(command, *args, "--device", "cpu", "--out", out)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert f"genolin: error: Invalid value for '--out': {out!r} is " in r.output and "give a name" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.fa"]

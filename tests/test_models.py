@@ -5,6 +5,7 @@ starting from a run's weights with its tokens and encoder."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -74,7 +75,10 @@ def test_a_bundled_name_resolves_to_its_member_and_a_run_directory_of_the_name_w
     assert resolve_model("demo-big", "cpu") == demo_models / "big"
     with pytest.raises(InputError, match="members big, small"):
         resolve_model("demo-huge", "cpu")
-    assert resolve_model("other") == resolve_model("other", "cpu")  # not bundled: the loader reports it missing
+    with pytest.raises(InputError, match=r"^other: no such run directory, nor a bundled model; the bundled models "
+                                         r"are demo \(genolin models lists them and their members\)$"):
+        resolve_model("other")  # no close name
+    assert resolve_models("runs/other") == [Path("runs/other")]  # a path: the loader reports it missing
     (tmp_path / "demo").mkdir()
     assert resolve_model("demo", "cpu") == tmp_path / "demo" or resolve_model("demo", "cpu").resolve() == \
         (tmp_path / "demo").resolve()
@@ -211,3 +215,33 @@ def test_fine_tuning_takes_epochs_and_settings_that_change_no_weight(tmp_path, p
     assert r.exit_code == 0, r.output
     tuned = json.loads((tmp_path / "tuned" / "config.json").read_text())["train"]
     assert tuned["steps"] is None and tuned["epochs"] == 2 and tuned["model"]["dropout"] == 0.2
+
+
+def test_an_unknown_model_name_lists_the_bundled_ones_and_the_closest(tmp_path, monkeypatch, demo_models):
+    """A --model that is no folder and no bundled model: one line saying so, the closest bundled name (model or
+    member) when one is close, the bundled names and ``genolin models``; a path is left to the loader."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=r"^demos: no such run directory, nor a bundled model; did you mean 'demo'\? "
+                                         r"the bundled models are demo \(genolin models"):
+        resolve_models("demos")
+    with pytest.raises(InputError, match=r"did you mean 'demo-small'\?"):
+        resolve_models("dmeo-small")
+    assert resolve_models("runs/demos") == [Path("runs/demos")]
+    fasta = tmp_path / "g.fa"
+    fasta.write_text(">a\nACGT\n")
+    for command in ("predict", "evaluate", "explain"):
+        r = run(command, "--model", "demos", "--fasta", fasta, "--out", tmp_path / "o")
+        assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+        assert "genolin: error: demos: no such run directory, nor a bundled model; did you mean 'demo'?" in r.output
+        assert "genolin models" in r.output and not (tmp_path / "o").exists()
+    r = run("predict", "--model", "runs/demos", "--fasta", fasta, "--out", tmp_path / "o")
+    assert r.exit_code == 1 and "runs/demos: no such run directory" in r.output
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "explain"])
+def test_the_model_help_names_the_bundled_models(command):
+    from genolin.cli.options import bundled_models
+
+    text = " ".join(CliRunner().invoke(cli, [command, "--help"]).output.split())
+    assert "genolin models" in text and bundled_models() in text
+    assert f"bundled model's name ({', '.join(SHIPPED)};" in text if SHIPPED else "none in this install" in text

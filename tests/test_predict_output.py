@@ -643,3 +643,111 @@ def test_graphs_are_captured_only_for_the_batch_kinds_a_genome_repeats(tmp_path,
         assert events == [] and run.predictor.windows.graphs is None
     assert run.predictor.windows.eager == {(True, True)}
     assert np.array_equal(got, fixed)
+
+
+@pytest.fixture(scope="module")
+def gappy(tmp_path_factory):
+    """A genome 60 % N (20 kb of E. coli, 30 kb of N, 20 kb more, 30 kb of N), a record with no bases, a 10-bp
+    contig (shorter than the training window) and a 3-bp one (shorter than k = 6)."""
+    from conftest import ECOLI_BGZ
+
+    (rec,) = read_fasta(ECOLI_BGZ)
+    d = tmp_path_factory.mktemp("gappy")
+    seq = rec.seq[:20_000] + b"N" * 30_000 + rec.seq[20_000:40_000] + b"N" * 30_000
+    (d / "g.fa").write_text(f">chrA\n{seq.decode()}\n>empty\n>ten\nACGTACGTAC\n>three\nACG\n>blank\n\n")
+    return d / "g.fa"
+
+
+def test_track_predict_warns_of_what_its_outputs_lack(tmp_path, gappy):
+    """Records with no bases, contigs shorter than k or than the training window, a genome 60 % N: a warning line
+    each, saying what the outputs lack and how the calls are placed (each contig's quota from its whole length, N
+    included, so all on its bases: 2.5 x the density there); the prediction still writes every file."""
+    r = run("predict", "--model", V1_TRACK, "--fasta", gappy, "--device", "cpu", "--calls-per-mbp", 200,
+            "--out", tmp_path / "p")
+    assert r.exit_code == 0, r.output
+    warnings = [line for line in r.output.splitlines() if line.startswith("genolin: warning:")]
+    assert len(warnings) == 4, r.output
+    assert f"{gappy}: 2 record(s) hold no bases (the first 'empty'): they get no track lines and no calls" in r.output
+    assert ("1 contig(s) shorter than k = 6 bases (the first 'three', 3 bp): no whole k-mer, so their bins' values "
+            "are the model's answer to unknown tokens") in r.output
+    assert ("1 contig(s) shorter than the model's training window of 2,048 bp (the first 'ten', 10 bp): their bins "
+            "see less context than training gave") in r.output
+    assert (f"{gappy}: 60% of the 100,013 bases to predict are N: bins made only of N get probability 0 and no "
+            "calls; each contig's calls are counted from its whole length, N included (200 per Mbp), so they fall "
+            "on the other 40%: 500 per Mbp of bases (--calls-per-mbp 80 gives 200 per Mbp of bases)") in r.output
+    calls = [line.split("\t") for line in (tmp_path / "p.peaks.bed").read_text().splitlines()[1:]]
+    assert len(calls) == 20 and all(int(c[1]) < 20_000 or 50_000 <= int(c[1]) < 70_000 for c in calls)
+    # a threshold instead of a density: N bins still get 0, with no word of a quota
+    r = run("predict", "--model", V1_TRACK, "--fasta", gappy, "--device", "cpu", "--threshold", "0.5",
+            "--contig", "chrA", "--out", tmp_path / "q")
+    assert r.exit_code == 0 and r.output.count("warning") == 1 and "no calls\n" in r.output, r.output
+
+
+def test_a_large_genome_s_n_share_is_estimated_from_a_sample(gappy, monkeypatch):
+    from genolin.config import TrainConfig
+    from genolin.tasks import TrackData, track_predict
+
+    data = TrackData.load([str(gappy)], [], TrainConfig(window_bp=2048, k=6, stride=4))
+    regions = data.whole()
+    n, exact = track_predict.n_bases(data, regions)
+    assert exact and n == 60_000
+    monkeypatch.setattr(track_predict, "EXACT_N_BP", 0)
+    n, exact = track_predict.n_bases(data, regions)
+    assert not exact and abs(n - 60_000) < 0.02 * 100_013
+
+
+def test_track_predict_checks_its_memory_before_it_reads_or_writes(tmp_path, two_contigs):
+    """GENOLIN_MEMORY_GIB below what the batches of windows need: one line with the estimate, the budget and what to
+    change, no output files; a budget that is no number: the variable named; a large one: predicted."""
+    from click.testing import CliRunner
+
+    from genolin.cli import cli
+
+    fasta, _ = two_contigs
+
+    def predict(budget, out):
+        return CliRunner().invoke(cli, ["-q", "predict", "--model", str(V1_TRACK), "--fasta", str(fasta), "--device",
+                                        "cpu", "--out", str(tmp_path / out)], env={"GENOLIN_MEMORY_GIB": budget})
+
+    r = predict("0.001", "small")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert ("genolin: error: predicting the genome in batches of 64 windows of 2,048 bp (64 rows of 512 tokens"
+            in r.output and "more than the 2 MiB of memory (RAM) available; give a smaller --batch-size" in r.output)
+    assert "GENOLIN_MEMORY_GIB sets the budget" in r.output and not list(tmp_path.iterdir())
+    r = predict("abc", "abc")
+    assert r.exit_code == 1 and "genolin: error: GENOLIN_MEMORY_GIB: expected a number of GiB above 0, got 'abc'" \
+        in r.output and not list(tmp_path.iterdir())
+    r = predict("8", "big")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "big.plus.bedGraph").exists()
+
+
+def test_the_memory_estimate_counts_a_plain_gzip_genome_and_the_batch(tmp_path, two_contigs, monkeypatch):
+    """The estimate grows with the batch and its reverse strands, and holds a plain gzip genome's bases (read into
+    memory whole: about 4 per byte of the file, twice while read), which bgzip would spare; checked against the
+    host's memory."""
+    import gzip
+
+    from genolin import memory
+    from genolin.config import DataSpec
+    from genolin.inference import load_run
+    from genolin.predict import check_genome_memory
+    from genolin.tasks import PredictOptions
+
+    fasta, _ = two_contigs
+    plain = tmp_path / "g.fa.gz"
+    plain.write_bytes(gzip.compress(fasta.read_bytes()))
+    seen = []
+    monkeypatch.setattr(memory, "check_fits", lambda needed, device, what, fix: seen.append((needed, device, what,
+                                                                                             fix)))
+
+    def need(batch_size, rc, path=fasta):
+        predictor = load_run(V1_TRACK, "cpu", batch_size=batch_size).predictor
+        check_genome_memory(predictor, DataSpec("track", fasta=[str(path)]), PredictOptions(rc_average=rc))
+        return seen[-1]
+
+    assert need(8, False)[0] < need(64, False)[0] < need(64, True)[0]
+    held = need(8, False, plain)
+    assert held[0] - need(8, False)[0] == 2 * 4 * plain.stat().st_size
+    assert "with g.fa.gz in memory (plain gzip)" in held[2] and "bgzip the genome" in held[3]
+    assert all(device.type == "cpu" for _, device, _, _ in seen)

@@ -5,19 +5,21 @@ from __future__ import annotations
 import click
 
 from genolin.cli.options import (
+    ModelOption,
     averaging_options,
     calls_option,
     check_calls,
+    check_out,
     circular_option,
     window_option,
 )
 
 
 @click.command(context_settings={"show_default": True})
-@click.option("--model", "model_dirs", required=True, multiple=True, metavar="RUN_DIR",
-              help="A run directory from genolin train; repeated: an ensemble of runs (same task, classes and "
-                   "tokens; track models may differ in k and stride, each a multiple of the finest, and are "
-                   "averaged at the finest) whose probabilities are averaged.")
+@click.option("--model", "model_dirs", required=True, multiple=True, metavar="RUN_DIR", cls=ModelOption,
+              help="A run directory from genolin train, or {bundled}; repeated: an ensemble of runs "
+                   "(same task, classes and tokens; track models may differ in k and stride, each a multiple of the "
+                   "finest, and are averaged at the finest) whose probabilities are averaged.")
 @click.option("--fasta", multiple=True, metavar="FASTA", help="Labelled FASTA (label= or --labels), or genome(s) "
                                                                "with --tss.")
 @click.option("--csv", metavar="CSV", help="Labelled CSV/TSV ('sequence' and 'label' columns).")
@@ -26,7 +28,7 @@ from genolin.cli.options import (
               help="TSS BED for genome evaluation of a track model: once per --fasta (paired in order) or once for "
                    "all; metrics per genome and over all.")
 @circular_option
-@click.option("--out", metavar="DIR", default=None,
+@click.option("--out", metavar="DIR", default=None, callback=check_out,
               help="Report folder [default: RUN_DIR/evaluation/NAME, NAME the first input's file name without its "
                    "extensions, so each data set keeps its own report; a bundled model: ./evaluation/MODEL_NAME; "
                    "an ensemble needs --out].")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import click
 
-from genolin.cli.options import circular_option
+from genolin.cli.options import ModelOption, check_out, circular_option
 
 
 @click.command(context_settings={"show_default": True})
-@click.option("--model", "model_dir", required=True, metavar="RUN_DIR",
-              help="A run directory from genolin train, or a bundled model (genolin models; of an ensemble, its first "
-                   "member).")
+@click.option("--model", "model_dir", required=True, metavar="RUN_DIR", cls=ModelOption,
+              help="A run directory from genolin train, or {bundled} (of an ensemble, its first member).")
 @click.option("--fasta", multiple=True, metavar="FASTA",
               help="Sequences (sequence classifier) or a genome (track model, with --regions).")
 @click.option("--csv", metavar="CSV", help="Sequences in a CSV/TSV 'sequence' column (sequence classifier).")
@@ -43,13 +42,17 @@ from genolin.cli.options import circular_option
                    "-35 and extended -10 boxes; eukaryotes: TATA box, initiator, CCAAT and GC boxes).")
 @click.option("--shuffles", type=click.IntRange(min=1), default=20, help="deepliftshap: references per sequence.")
 @click.option("--seed", type=int, default=0, help="deepliftshap: seed of the shuffles.")
+@click.option("--max-inputs", type=click.IntRange(min=1), default=2_000_000, metavar="N",
+              help="Refuse work of more than N model inputs (counted before any is scored: ism 3 per base of "
+                   "every sequence or region, saliency 1 per sequence, deepliftshap --shuffles per sequence); a "
+                   "log line gives the count and, after the first batch, the time in all.")
 @circular_option
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
-@click.option("--out", required=True, metavar="DIR",
+@click.option("--out", required=True, metavar="DIR", callback=check_out,
               help="Folder for METHOD.npz (one (L, 4) array per sequence, columns A C G T), scores.tsv, logos/ "
                    "and, for regions, METHOD.bw.")
 def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offset, flank_bp, context_bp, top, motifs,
-            domain, shuffles, seed, circular, device, out) -> None:
+            domain, shuffles, seed, max_inputs, circular, device, out) -> None:
     """Explain predictions: which bases drive each sequence's score."""
     import logging
 
@@ -66,5 +69,5 @@ def explain(model_dir, fasta, csv, regions, method, target, rc_average, bin_offs
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
     options = ExplainOptions(method=method, target=target, rc_average=rc_average, bin_offset=bin_offset,
                              flank_bp=flank_bp, context_bp=context_bp, top=top, motifs=motifs, domain=domain,
-                             shuffles=shuffles, seed=seed)
+                             shuffles=shuffles, seed=seed, max_inputs=max_inputs)
     logging.getLogger("genolin").info("%s", run_explain(run, inputs, out, options, regions_bed=regions))

@@ -1,5 +1,6 @@
 """Options that ``predict`` and ``evaluate`` share: how a run's probabilities are averaged over views of each input,
-and the genome windows a track model reads; and, with ``train``, which contigs of a genome are circular."""
+and the genome windows a track model reads; and, with ``train``, which contigs of a genome are circular; the check
+of every command's --out, and the bundled models' names for the --model help of predict, evaluate and explain."""
 
 from __future__ import annotations
 
@@ -76,3 +77,37 @@ def check_calls(threshold: float | None, calls_per_mbp: float | None) -> None:
     if threshold is not None and calls_per_mbp is not None:
         raise click.UsageError("give --threshold or --calls-per-mbp, not both")
 
+
+def check_out(ctx, param, value: str | None) -> str | None:
+    """--out: None where the option is optional; an empty or blank name is refused (as a track prefix, '' would
+    write hidden .plus.bedGraph, .minus.bedGraph and .peaks.bed files into the working folder)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(f"{value!r} is {'blank' if value else 'empty'}; give a name", ctx, param)
+    return value
+
+
+class ModelOption(click.Option):
+    """--model: its help's ``{bundled}`` becomes the bundled models' names (``bundled_models``) when the help is
+    shown, not when the command is imported (a command that runs never reads the model cards for it)."""
+
+    def get_help_record(self, ctx):
+        template = self.help
+        self.help = template.replace("{bundled}", bundled_models())
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.help = template
+
+
+def bundled_models() -> str:
+    """The bundled models for a --model help text: their names, read from ``genolin.models`` (the package's model
+    cards), and where to see their members."""
+    from genolin.models import bundled
+
+    try:
+        names = [m.name for m in bundled()]
+    except (OSError, ValueError, KeyError):  # a damaged model card: the help still shows
+        names = []
+    if not names:
+        return "a bundled model's name (genolin models lists them; none in this install)"
+    return f"a bundled model's name ({', '.join(names)}; genolin models lists them and their members)"

@@ -5,22 +5,24 @@ from __future__ import annotations
 import click
 
 from genolin.cli.options import (
+    ModelOption,
     averaging_options,
     calls_option,
     check_calls,
+    check_out,
     circular_option,
     window_option,
 )
 
 
 @click.command(context_settings={"show_default": True})
-@click.option("--model", "model_dirs", required=True, multiple=True, metavar="RUN_DIR",
-              help="A run directory from genolin train; repeated: an ensemble of runs (same task, classes and "
-                   "tokens; track models may differ in k and stride, each a multiple of the finest, and are "
-                   "averaged at the finest) whose probabilities are averaged.")
+@click.option("--model", "model_dirs", required=True, multiple=True, metavar="RUN_DIR", cls=ModelOption,
+              help="A run directory from genolin train, or {bundled}; repeated: an ensemble of runs "
+                   "(same task, classes and tokens; track models may differ in k and stride, each a multiple of the "
+                   "finest, and are averaged at the finest) whose probabilities are averaged.")
 @click.option("--fasta", multiple=True, metavar="FASTA", help="Sequences (sequence model) or genome(s) (track model).")
 @click.option("--csv", metavar="CSV", help="Sequences in a CSV/TSV 'sequence' column (sequence model).")
-@click.option("--out", required=True, metavar="OUT",
+@click.option("--out", required=True, metavar="OUT", callback=check_out,
               help="Sequence model: the TSV to write. Track model: a prefix for OUT.plus.bedGraph, "
                    "OUT.minus.bedGraph (or .bw) and OUT.peaks.bed.")
 @averaging_options

@@ -6,7 +6,7 @@ import dataclasses
 
 import click
 
-from genolin.cli.options import circular_option
+from genolin.cli.options import check_out, circular_option
 
 DEVICES = click.Choice(["auto", "cpu", "cuda"])
 
@@ -27,7 +27,8 @@ DEVICES = click.Choice(["auto", "cpu", "cuda"])
               help="TSS BED(s) of the --val-fasta genomes, as --tss (default for tracks: validation on the held-out "
                    "end of each training contig).")
 @circular_option
-@click.option("--out", metavar="RUN_DIR", help="Run directory to create (config, weights, metrics, log).")
+@click.option("--out", metavar="RUN_DIR", callback=check_out,
+              help="Run directory to create (config, weights, metrics, log).")
 @click.option("--init", metavar="MODEL",
               help="Fine-tune: start from the weights of this run directory or bundled model (genolin models), with "
                    "its tokens, encoder and settings, a schedule of 1,000 steps and a fifth of its learning rate "
@@ -118,8 +119,11 @@ def train(fasta, csv, labels, tss, val_fasta, val_csv, val_labels, val_tss, circ
             cfg = configure(preset or "tiny", settings, spec)
     try:
         summary = run_training(cfg, spec, out, device=device, resume=bool(resume))
-    except KeyboardInterrupt:
-        click.echo(f"genolin: {interrupted(out)}", err=True)
+    except KeyboardInterrupt:  # the trainer saved a checkpoint if it had taken a step since the last one
+        import os
+
+        if os.environ.get("RANK", "0") == "0":  # under torchrun the process that wrote the checkpoint says it
+            click.echo(f"genolin: {interrupted(out)}", err=True)
         raise SystemExit(130) from None  # the shell's status for a run stopped by Ctrl-C
     if summary["best_score"] is None:
         best = "no validation: the last weights kept"
@@ -159,13 +163,24 @@ def refuse_changes_on_resume(resume: str, data, given: dict, **options) -> None:
 
 
 def interrupted(out: str) -> str:
-    """What an interrupted training left in ``out``, in one line."""
+    """What an interrupted training left in ``out``, in one line: the checkpoint --resume continues from (the one
+    Ctrl-C saved, or an earlier one when no step was taken since), or nothing."""
     import json
     from pathlib import Path
 
     state = Path(out) / "trainer_state.json"
-    if not state.exists():
-        return f"interrupted before the first checkpoint: nothing was saved in {out}"
-    saved = json.loads(state.read_text())
-    return (f"interrupted; {out} holds the checkpoint of step {saved.get('step')} (epoch {saved.get('epoch')}): "
+    try:
+        saved = json.loads(state.read_text())
+    except (OSError, ValueError):
+        saved = None
+    if not isinstance(saved, dict):
+        return f"interrupted before the first checkpoint (no optimizer step was taken): nothing was saved in {out}"
+    epoch, batch = saved.get("epoch"), saved.get("batch")
+    if not isinstance(epoch, int) or not isinstance(batch, int):
+        where = ""
+    elif batch:
+        where = f" (epoch {epoch + 1}, batch {batch})"
+    else:
+        where = f" (the end of epoch {epoch})" if epoch else " (before the first step)"
+    return (f"interrupted; {out} holds the checkpoint of step {saved.get('step')}{where}: "
             f"genolin train --resume {out} continues from there")

@@ -4,6 +4,7 @@
     resolve_models("bacteria", "cuda") -> [.../bacteria/base, .../bacteria/s1]   its members for the device
     resolve_models("bacteria-tiny") -> [.../models/bacteria/tiny]      one member by name
     resolve_model("bacteria", "cuda") -> .../models/bacteria/base      one run (``--init``): the first of them
+    resolve_models("bacterial") -> InputError: ... did you mean 'bacteria'? the bundled models are ...
     bundled() -> [BundledModel, ...]                                   what ships (``genolin models``)
 
 A bundled model is a folder here holding ``model.json`` (what it is, its members, the device each is for) and one
@@ -58,15 +59,17 @@ def bundled() -> list[BundledModel]:
 def resolve_models(ref: str | Path, device_type: str | None = None, *, use: str | None = None) -> list[Path]:
     """The run directories a ``--model`` argument names: ``[ref]`` when it is a directory (or looks like a path),
     else a bundled model's ("bacteria": its members for ``device_type``, the machine's when None; "bacteria-tiny":
-    that member). Anything else is returned as given, for ``read_run_config`` to report. ``use``: only one run is
-    wanted, for this (a log line's words): a bundled ensemble gives its first member."""
+    that member). A path (a folder, or a name with a folder in it) is returned as given, for
+    ``read_run_config`` to report; any other name is an InputError listing the bundled models
+    (``unknown_model``). ``use``: only one run is wanted, for this (a log line's words): a bundled ensemble gives
+    its first member."""
     path = Path(ref)
     if path.is_dir() or len(path.parts) > 1 or str(ref).startswith("."):
         return [path]
     name, dash, member = str(ref).partition("-")
     model = next((m for m in bundled() if m.name == name), None)
     if model is None:
-        return [path]
+        raise InputError(ref, unknown_model(str(ref)))
     if member or dash:
         if member not in model.members:
             raise InputError("--model", f"{ref}: {name} has the members {', '.join(model.members)} "
@@ -85,6 +88,21 @@ def resolve_models(ref: str | Path, device_type: str | None = None, *, use: str 
              "the ensemble of its members" if len(chosen) > 1 else "its member", " + ".join(chosen),
              "GPUs" if model.members[chosen[0]] == "cuda" else "CPUs", others)
     return [model.folder / m for m in chosen]
+
+
+def unknown_model(ref: str) -> str:
+    """What to say of a --model (--init, --teacher) name that is no folder and no bundled model: the bundled
+    models' names, the closest name when one is close (``difflib``), and ``genolin models``."""
+    import difflib
+
+    models = bundled()
+    if not models:
+        return "no such run directory, and this install has no bundled models (genolin models)"
+    names = [n for m in models for n in (m.name, *(f"{m.name}-{member}" for member in m.members))]
+    close = difflib.get_close_matches(ref, names, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return (f"no such run directory, nor a bundled model; {guess}the bundled models are "
+            f"{', '.join(m.name for m in models)} (genolin models lists them and their members)")
 
 
 def resolve_model(ref: str | Path, device_type: str | None = None, *, use: str = "fine-tuning starts from") -> Path:
