@@ -15,7 +15,6 @@ redistributed: it is read from ../shared.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from promoter_tracks import run_metadata  # noqa: E402
+from common import run_metadata, write_result  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data"
@@ -144,10 +143,7 @@ def main() -> None:
                      f"{r['precision_nearest']:.3f} | {c['precision_nearest']:.3f} | "
                      f"{r['over_chance_nearest']:.1f}x |")
     text = "\n".join(lines) + "\n"
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    out.with_suffix(".md").write_text(text)
+    write_result(args.out, {"meta": meta, "rows": rows}, text)
     print(text)
 
 

@@ -1,6 +1,8 @@
 """``genolin predict``: apply a trained run to new sequences or whole new genomes.
 
     predict(run, inputs, out, options) -> a one-line summary
+    predict_genomes(run, genomes, out_dir, options) -> each FASTA its own genome, DIR/summary.tsv; a summary line
+    genome_list(path) -> [(FASTA, annotation or None)] of a text file listing genomes
     check_genome_memory(predictor, inputs, options) -> an InputError when a track prediction would not fit memory
 
 The run's task writes its outputs (``genolin.tasks``), the model runs through ``genolin.inference``:
@@ -41,6 +43,99 @@ def predict(run, inputs: DataSpec, out: str | os.PathLike, options: PredictOptio
     if run.task.has_track and inputs.fasta and not inputs.csv:
         check_genome_memory(run.predictor, inputs, options)
     return run.task.predict(run.predictor, inputs, out, options)
+
+
+SUMMARY_COLUMNS = ("genome", "fasta", "contigs", "bp", "calls", "seconds", "status")
+
+
+def genome_list(path: str | os.PathLike) -> list[tuple[str, str | None]]:
+    """A text file of genomes, one per line: a FASTA path, then optionally its gene annotation (GFF3 or GenBank),
+    separated by a tab or spaces; blank lines and lines starting with # skipped; relative paths from the file's
+    folder."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"cannot read the list of genomes ({exc})") from None
+    out = []
+    for n, line in enumerate(lines, start=1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        if len(fields) > 2:
+            raise InputError(path, f"line {n}: expected a FASTA and at most an annotation, got {len(fields)} fields")
+        where = [f if Path(f).is_absolute() else str(path.parent / f) for f in fields]
+        out.append((where[0], where[1] if len(where) > 1 else None))
+    if not out:
+        raise InputError(path, "lists no genome (one FASTA per line, an annotation after it optional)")
+    return out
+
+
+def genome_names(fastas: list[str]) -> list[str]:
+    """A file name per genome (its FASTA's stem; the second of equal stems suffixed _2, ...)."""
+    from genolin.io.files import FASTA_SUFFIXES, file_stem
+
+    names: list[str] = []
+    for f in fastas:
+        name = file_stem(f, FASTA_SUFFIXES)
+        names.append(name if name not in names else f"{name}_{len(names) + 1}")
+    return names
+
+
+def predict_genomes(run, genomes: list[tuple[str, str | None]], out_dir: str | os.PathLike,
+                    options: PredictOptions, circular: list[str] | tuple[str, ...] = ()) -> str:
+    """Each (FASTA, annotation or None) of ``genomes`` predicted as a genome of its own into DIR/<name>.* (its
+    FASTA's stem: ``predict``'s files, with the annotation's gene links), the model loaded once. A genome that fails
+    on bad input is reported (a warning, and its row of DIR/summary.tsv) and the run goes on, to end with an
+    InputError naming the summary when any failed; DIR/summary.tsv
+    (SUMMARY_COLUMNS) is rewritten after every genome, so an interrupted run leaves the finished genomes' files and
+    their rows, and no part of the one it was on."""
+    import dataclasses
+    import logging
+    import time
+
+    from genolin.io.atomic import atomic_open
+    from genolin.progress import progress_bar
+
+    if not run.task.has_track:
+        raise InputError("--out-dir", "writes the tracks of several genomes: a track model's; this is a "
+                                      f"{run.task.name} model")
+    log = logging.getLogger("genolin")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows: list[list] = []
+    failed = 0
+    names = genome_names([f for f, _ in genomes])
+    with progress_bar(total=len(genomes), unit="genome", desc="genomes", enabled=options.progress) as bar:
+        for (fasta, genes), name in zip(genomes, names, strict=True):
+            t0 = time.perf_counter()
+            quiet = dataclasses.replace(options, genes=genes, progress=False if len(genomes) > 1 else options.progress)
+            try:
+                line = predict(run, DataSpec(run.task.name, fasta=[fasta], circular=list(circular)), out_dir / name,
+                               quiet)
+                status = "ok"
+            except InputError as exc:
+                failed += 1
+                status = f"error: {exc}"
+                log.warning("%s; the other genomes go on", exc)
+            seconds = time.perf_counter() - t0
+            contigs = bp = calls = "-"
+            if status == "ok":
+                from genolin.io.fasta import Genome
+
+                lengths = Genome(fasta).lengths
+                contigs, bp = len(lengths), sum(lengths.values())
+                calls = sum(1 for _ in open(out_dir / f"{name}.peaks.bed")) - 1
+                log.info("%s: %s", name, line)
+            rows.append([name, fasta, contigs, bp, calls, f"{seconds:.2f}", status.replace("\t", " ")])
+            with atomic_open(out_dir / "summary.tsv") as fh:
+                fh.write("\t".join(SUMMARY_COLUMNS) + "\n")
+                fh.writelines("\t".join(map(str, r)) + "\n" for r in rows)
+            bar.update(1)
+    if failed:
+        raise InputError(out_dir / "summary.tsv", f"{failed} of {len(genomes)} genome(s) failed (their rows say why); "
+                                                  f"the other {len(genomes) - failed} were predicted")
+    return f"{len(genomes)} genome(s) predicted -> {out_dir}/<genome>.*, {out_dir / 'summary.tsv'}"
 
 
 def _batch(predictor, rc_average: bool) -> tuple[int, int]:

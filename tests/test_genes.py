@@ -158,3 +158,107 @@ def test_the_gff3_of_calls_reads_back_with_gffutils(tmp_path):
     assert (aaa["call"], aaa["distance"], aaa["class"], aaa["start_codon"]) == ("tss_1", "118", "primary", "401")
     bbb = dict(zip(table[0].split("\t"), table[2].split("\t"), strict=True))
     assert bbb["call"] == "tss_4" and bbb["distance"] == str(642 - 599)
+
+
+@pytest.fixture(scope="module")
+def slices(tmp_path_factory):
+    """Two genomes cut from E. coli, each with its RefSeq genes: a (GFF3) and b (GenBank), and a protein FASTA."""
+    from Bio import SeqIO
+    from Bio.Seq import Seq
+    from Bio.SeqFeature import FeatureLocation, SeqFeature
+    from Bio.SeqRecord import SeqRecord
+
+    from genolin.io.fasta import read_fasta
+
+    d = tmp_path_factory.mktemp("slices")
+    (rec,) = read_fasta(DATA / "ecoli_k12" / "NC_000913.3.fa.bgz")
+    genes = read_genes(REFSEQ_GFF, ECOLI)
+    for name, (lo, hi) in {"a": (0, 60_000), "b": (200_000, 250_000)}.items():
+        seq = rec.seq[lo:hi].decode()
+        (d / f"{name}.fa").write_text(f">{name}1\n{seq}\n")
+        inside = [g for g in genes if lo <= g.start and g.end <= hi]
+        if name == "a":
+            (d / "a.gff3").write_text("##gff-version 3\n" + "".join(
+                f"a1\tRefSeq\tgene\t{g.start - lo + 1}\t{g.end - lo}\t.\t{g.strand}\t.\tID={g.id};Name={g.name};"
+                f"locus_tag={g.locus_tag}\n" for g in inside))
+        else:
+            r = SeqRecord(Seq(seq), id="b1", name="b1", description="slice", annotations={"molecule_type": "DNA"})
+            r.features = [SeqFeature(FeatureLocation(g.start - lo, g.end - lo, strand=1 if g.strand == "+" else -1),
+                                     type="gene", qualifiers={"locus_tag": [g.locus_tag], "gene": [g.name]})
+                          for g in inside]
+            SeqIO.write(r, d / "b.gbk", "genbank")
+    (d / "bad.fa").write_text(">p\nMKVLAAGIVGLLLL\n")
+    return d
+
+
+def run_cli(*args):
+    from click.testing import CliRunner
+
+    from genolin.cli import cli
+
+    return CliRunner().invoke(cli, ["-q", *map(str, args)])
+
+
+def test_predict_links_calls_to_the_genes_of_a_gff3_or_a_genbank_annotation(tmp_path, slices):
+    gffutils = pytest.importorskip("gffutils", reason="the dev extra's gffutils reads the GFF3 back")
+    d = slices
+    for name, annotation in (("a", d / "a.gff3"), ("b", d / "b.gbk")):
+        r = run_cli("predict", "--model", "bacteria", "--fasta", d / f"{name}.fa", "--genes", annotation,
+                    "--rc-average", "--device", "cpu", "--out", tmp_path / name)
+        assert r.exit_code == 0, r.output
+        rows = [line.split("\t") for line in (tmp_path / f"{name}.genes.tsv").read_text().splitlines()]
+        head, rows = rows[0], rows[1:]
+        expected = read_genes(annotation, {f"{name}1": 60_000 if name == "a" else 50_000})
+        assert [r_[head.index("locus_tag")] for r_ in rows] == [g.locus_tag for g in expected]
+        db = gffutils.create_db(str(tmp_path / f"{name}.gff3"), ":memory:", merge_strategy="error")
+        tss = {f.id: f for f in db.features_of_type("TSS")}
+        calls = (tmp_path / f"{name}.peaks.bed").read_text().splitlines()[1:]
+        assert len(tss) == len(calls) > 0 and len(list(db.features_of_type("promoter"))) == len(calls)
+        with_call = [r_ for r_ in rows if r_[head.index("call")] != "-"]
+        assert with_call
+        for r_ in with_call:  # each gene's call is a primary TSS of the GFF3, linked to that gene, upstream of it
+            f = tss[r_[head.index("call")]]
+            assert f.attributes["class"] == ["primary"] and 0 <= int(r_[head.index("distance")]) <= 300
+        classes = {f.attributes["class"][0] for f in tss.values()}
+        assert classes <= {"primary", "secondary", "internal", "antisense", "orphan"} and len(classes) >= 3
+
+
+def test_many_genomes_in_one_run_one_of_them_bad(tmp_path, slices):
+    d = slices
+    r = run_cli("predict", "--model", "bacteria", "--fasta", d / "a.fa", "--fasta", d / "bad.fa", "--fasta",
+                d / "b.fa", "--genes", d / "a.gff3", "--genes", d / "b.gbk", "--genes", d / "b.gbk", "--device",
+                "cpu", "--out-dir", tmp_path / "out")
+    assert r.exit_code == 1 and "1 of 3 genome(s) failed" in r.output and "Traceback" not in r.output
+    files = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert files == sorted([f"{g}.{s}" for g in "ab" for s in ("plus.bedGraph", "minus.bedGraph", "peaks.bed",
+                                                                 "gff3", "genes.tsv")] + ["summary.tsv"])
+    rows = [line.split("\t") for line in (tmp_path / "out" / "summary.tsv").read_text().splitlines()]
+    assert rows[0] == ["genome", "fasta", "contigs", "bp", "calls", "seconds", "status"]
+    assert [r_[0] for r_ in rows[1:]] == ["a", "bad", "b"]
+    assert rows[1][2:5] == ["1", "60000", str(len((tmp_path / "out" / "a.peaks.bed").read_text().splitlines()) - 1)]
+    assert rows[2][6].startswith("error: ") and "invalid character 'L'" in rows[2][6] and rows[3][6] == "ok"
+    # the same from a list of genomes, annotations beside them; one genome alone in one process gives the same files
+    (d / "list.txt").write_text("# genome  annotation\na.fa\ta.gff3\n\nb.fa b.gbk\n")
+    r = run_cli("predict", "--model", "bacteria", "--genomes", d / "list.txt", "--device", "cpu", "--out-dir",
+                tmp_path / "listed")
+    assert r.exit_code == 0, r.output
+    r = run_cli("predict", "--model", "bacteria", "--fasta", d / "b.fa", "--genes", d / "b.gbk", "--device", "cpu",
+                "--out", tmp_path / "alone")
+    assert r.exit_code == 0, r.output
+    for suffix in ("plus.bedGraph", "peaks.bed", "gff3", "genes.tsv"):
+        assert (tmp_path / "listed" / f"b.{suffix}").read_text() == (tmp_path / "out" / f"b.{suffix}").read_text()
+        assert (tmp_path / f"alone.{suffix}").read_text().replace("alone", "b") == \
+            (tmp_path / "out" / f"b.{suffix}").read_text()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--genomes", "LIST", "--out", "o"], "--genomes lists genomes for --out-dir"),
+    (["--fasta", "A", "--out", "o", "--out-dir", "d"], "give --out (one output) or --out-dir"),
+    (["--fasta", "A", "--fasta", "B", "--genes", "G", "--out-dir", "d"], "give --genes once per --fasta"),
+])
+def test_many_genome_options_that_do_not_fit_are_one_line(tmp_path, slices, args, message):
+    d = slices
+    (d / "LIST").write_text("a.fa\n")
+    names = {"A": d / "a.fa", "B": d / "b.fa", "G": d / "a.gff3", "LIST": d / "LIST"}
+    r = run_cli("predict", "--model", "bacteria", *[names.get(a, a) for a in args])
+    assert r.exit_code == 2 and message in r.output

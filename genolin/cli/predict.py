@@ -22,9 +22,21 @@ from genolin.cli.options import (
                    "finest, and are averaged at the finest) whose probabilities are averaged.")
 @click.option("--fasta", multiple=True, metavar="FASTA", help="Sequences (sequence model) or genome(s) (track model).")
 @click.option("--csv", metavar="CSV", help="Sequences in a CSV/TSV 'sequence' column (sequence model).")
-@click.option("--out", required=True, metavar="OUT", callback=check_out,
+@click.option("--out", metavar="OUT", callback=check_out,
               help="Sequence model: the TSV to write. Track model: a prefix for OUT.plus.bedGraph, "
-                   "OUT.minus.bedGraph (or .bw) and OUT.peaks.bed.")
+                   "OUT.minus.bedGraph (or .bw), OUT.peaks.bed and OUT.gff3 (and OUT.genes.tsv with --genes).")
+@click.option("--out-dir", metavar="DIR", callback=check_out,
+              help="Track model: each --fasta (or each genome of --genomes) is a genome of its own, written to "
+                   "DIR/<file name>.* with DIR/summary.tsv; the model loads once, and a bad genome is reported there "
+                   "while the others go on.")
+@click.option("--genomes", "genome_file", metavar="LIST",
+              help="Track model, with --out-dir: a text file of genomes, one per line: a FASTA, then optionally its "
+                   "gene annotation (GFF3 or GenBank).")
+@click.option("--genes", multiple=True, metavar="ANNOTATION",
+              help="Track model: a gene annotation (GFF3 from Bakta, Prokka or RefSeq, or GenBank) whose genes the "
+                   "calls are linked to: each call's class (primary, secondary, internal, antisense, orphan) in "
+                   "OUT.gff3, and OUT.genes.tsv with each gene's best upstream call. With --out-dir, one per --fasta, "
+                   "in order.")
 @averaging_options
 @window_option
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
@@ -44,9 +56,17 @@ from genolin.cli.options import (
 @click.option("--compile/--no-compile", "compile_model", default=False,
               help="Run the model's blocks through torch.compile (compiling takes seconds on a machine's first run). "
                    "Off by default: eager batches replay CUDA graphs, which compiled blocks cannot, and run faster.")
-def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, window_offsets, threshold, calls_per_mbp,
-            track_format, contigs, circular, min_distance, batch_size, device, compile_model) -> None:
-    """Predict promoters with a trained model."""
+def predict(model_dirs, fasta, csv, out, out_dir, genome_file, genes, rc_average, shift_average, window_bp,
+            window_offsets, threshold, calls_per_mbp, track_format, contigs, circular, min_distance, batch_size, device,
+            compile_model) -> None:
+    """Predict promoters with a trained model.
+
+    \b
+    Sequences:        genolin predict --model RUN --csv seqs.csv --out predictions.tsv
+    A genome:         genolin predict --model bacteria --fasta genome.fa.gz --genes genome.gff3 --out genome
+    Many genomes:     genolin predict --model bacteria --fasta a.fa.gz --fasta b.fa.gz --out-dir DIR
+                      genolin predict --model bacteria --genomes genomes.txt --out-dir DIR
+    """
     import logging
     import time
 
@@ -57,13 +77,28 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, w
     with heavy_imports():
         from genolin.config import DataSpec
         from genolin.inference import load_run
-        from genolin.predict import PredictOptions
+        from genolin.predict import PredictOptions, genome_list, predict_genomes
         from genolin.predict import predict as run_prediction
 
     mark("imports (torch, genolin)")
 
-    if bool(csv) == bool(fasta):
+    if genome_file and not out_dir:
+        raise click.UsageError("--genomes lists genomes for --out-dir: give --out-dir DIR")
+    if genome_file and (fasta or csv):
+        raise click.UsageError("give the genomes as --genomes LIST or as --fasta, not both")
+    if not genome_file and bool(csv) == bool(fasta):
         raise click.UsageError("give the input as --fasta or as --csv")
+    if bool(out) == bool(out_dir):
+        raise click.UsageError("give --out (one output) or --out-dir (a genome per FASTA), one of them")
+    if out_dir and csv:
+        raise click.UsageError("--out-dir writes a genome per --fasta; sequences (--csv) go to --out")
+    if genes and csv:
+        raise click.UsageError("--genes links a genome's promoter calls to its genes: a track model's --fasta")
+    if out_dir and genes and len(genes) != len(fasta):
+        raise click.UsageError(f"with --out-dir give --genes once per --fasta, in order ({len(fasta)} FASTA, "
+                               f"{len(genes)} annotations), or list them with --genomes")
+    if out and len(genes) > 1:
+        raise click.UsageError("one --genes for one --out; several genomes, each with its annotation: --out-dir")
     check_calls(threshold, calls_per_mbp)
     # under torchrun the genome's windows are shared out over the processes
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
@@ -73,11 +108,16 @@ def predict(model_dirs, fasta, csv, out, rc_average, shift_average, window_bp, w
     options = PredictOptions(rc_average=run.rc_average(rc_average),
                              threshold=run.decision_threshold(threshold) if density is None else 0.0,
                              min_distance_bp=min_distance, calls_per_mbp=density, track_format=track_format,
-                             contigs=tuple(contigs))
+                             contigs=tuple(contigs), genes=genes[0] if out and genes else None)
     t0 = time.perf_counter()
     try:
         log = logging.getLogger("genolin")
-        log.info("%s", run_prediction(run, inputs, out, options))
+        if out_dir:
+            genomes = genome_list(genome_file) if genome_file else list(zip(fasta, genes or [None] * len(fasta),
+                                                                            strict=True))
+            log.info("%s", predict_genomes(run, genomes, out_dir, options, circular))
+        else:
+            log.info("%s", run_prediction(run, inputs, out, options))
         log.info("%.2f s after the model was loaded", time.perf_counter() - t0)
     finally:
         run.predictor.dist.close()

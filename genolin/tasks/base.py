@@ -108,6 +108,8 @@ class PredictOptions:
     track_format: str = "bedgraph"  # track: per-strand values as bedgraph or bigwig
     contigs: tuple[str, ...] = ()  # track: only these contigs (in the FASTA's order); () = all
     progress: bool | None = None
+    # track: a gene annotation (GFF3 or GenBank) whose genes the calls are linked to (OUT.gff3, OUT.genes.tsv)
+    genes: str | None = None
 
 
 class Task(ABC):

@@ -243,8 +243,9 @@ class TrackTask(Task):
 
     # -- outputs -----------------------------------------------------------------------------------------------
     def predict(self, predictor, inputs: DataSpec, out: str | os.PathLike, options: PredictOptions) -> str:
-        """OUT.plus / OUT.minus (.bedGraph, or .bw with track_format "bigwig") and OUT.peaks.bed for every contig
-        of the genome(s) (``genolin.io.tracks``). Under torchrun the ranks share the batches of windows, every rank
+        """OUT.plus / OUT.minus (.bedGraph, or .bw with track_format "bigwig"), OUT.peaks.bed and OUT.gff3 for every
+        contig of the genome(s) (``genolin.io.tracks``); with ``options.genes`` the calls linked to its genes and
+        OUT.genes.tsv. Under torchrun the ranks share the batches of windows, every rank
         gets every bin, and rank 0 writes the plus strand and the calls, rank 1 the minus strand
         (``track_predict.predict_shares``). Records with no bases, contigs shorter than k or than the training window
         and a genome largely N are warned of first (``track_predict.warn_inputs``)."""
@@ -270,10 +271,17 @@ class TrackTask(Task):
                 raise InputError(inputs.fasta[0], f"no contig {missing[0]!r} (--contig); its contigs: "
                                                   f"{', '.join(names[:5])}{', ...' if len(names) > 5 else ''}")
             regions = [r for r in regions if r[0] in set(options.contigs)]
+        genes = None
+        if options.genes:
+            from genolin.io.annotation import read_genes
+
+            genes = read_genes(options.genes, data.lengths)
+            log.info("genes: %d from %s; calls linked to them in %s.gff3 and %s.genes.tsv", len(genes), options.genes,
+                     out, out)
         if predictor.writes:  # what the outputs will lack, before the work
             from genolin.tasks.track_predict import warn_inputs
 
             warn_inputs(data, regions, options)
         if predictor.dist.world > 1:
-            return predict_shares(predictor, data, regions, str(out), options, self.cfg.stride)
-        return predict_files(predictor, data, regions, str(out), options, self.cfg.stride)
+            return predict_shares(predictor, data, regions, str(out), options, self.cfg.stride, genes)
+        return predict_files(predictor, data, regions, str(out), options, self.cfg.stride, genes)

@@ -123,23 +123,24 @@ def n_bases(data: TrackData, regions: list[Region]) -> tuple[float, bool]:
 
 
 def predict_files(predictor, data: TrackData, regions: list[Region], out: str, options: PredictOptions,
-                  stride: int) -> str:
-    """One process: the regions through the model into OUT.plus, OUT.minus and OUT.peaks.bed; what was written, in
-    a line."""
+                  stride: int, genes: list | None = None) -> str:
+    """One process: the regions through the model into OUT.plus, OUT.minus, OUT.peaks.bed and OUT.gff3 (with
+    ``genes``, OUT.genes.tsv too); what was written, in a line."""
     mark("genome indexed")
     paths = track_paths(out, options.track_format)
-    with track_outputs(data.lengths, out, options.track_format, call_rule(options), stride) as (writers, calls):
+    with track_outputs(data.lengths, out, options.track_format, call_rule(options), stride, genes=genes) as \
+            (writers, calls):
         pieces = predictor.region_probs(data, regions, rc_average=options.rc_average, progress=options.progress,
                                         ahead=True)
         n_bins = write_pieces(pieces, data, writers, (0, 1), calls, options, stride)
         mark("every piece written")
     mark("files closed")
     return (f"{len(regions)} contig(s), {n_bins} bins, {calls.written} promoters called -> {paths[0]}, "
-            f"{paths[1]}, {out}.peaks.bed")
+            f"{paths[1]}, {out}.peaks.bed, {out}.gff3" + (f", {out}.genes.tsv" if genes is not None else ""))
 
 
 def predict_shares(predictor, data: TrackData, regions: list[Region], prefix: str, options: PredictOptions,
-                   stride: int) -> str:
+                   stride: int, genes: list | None = None) -> str:
     """torchrun: the files of one process, written in shares (``Predictor.write_shares``), every rank getting
     every piece (``region_probs(everywhere=True)``): rank 0 writes the plus strand and calls the promoters of
     both, as one process does, rank 1 the minus strand, other ranks only compute."""
@@ -151,7 +152,7 @@ def predict_shares(predictor, data: TrackData, regions: list[Region], prefix: st
         strands = () if share is None else shares[share]
         quiet = options if share == 0 else dataclasses.replace(options, progress=False)
         with track_outputs(data.lengths, prefix, options.track_format, call_rule(options), stride,
-                           strands=strands, peaks=share == 0, folder=folder) as (writers, calls):
+                           strands=strands, peaks=share == 0, folder=folder, genes=genes) as (writers, calls):
             pieces = predictor.region_probs(data, regions, rc_average=options.rc_average,
                                             progress=quiet.progress, ahead=True, everywhere=True)
             n_bins = write_pieces(pieces, data, writers, strands, calls, quiet, stride)
@@ -160,7 +161,8 @@ def predict_shares(predictor, data: TrackData, regions: list[Region], prefix: st
                     + (", the minus strand, for rank 0" if share == 1 else ""))
         paths = track_paths(prefix, options.track_format)
         return (f"{len(regions)} contig(s) over {predictor.dist.world} processes, {n_bins} bins, {calls.written} "
-                f"promoters called -> {paths[0]}, {paths[1]}, {prefix}.peaks.bed")
+                f"promoters called -> {paths[0]}, {paths[1]}, {prefix}.peaks.bed, {prefix}.gff3"
+                + (f", {prefix}.genes.tsv" if genes is not None else ""))
 
     def files(share: int, folder: Path) -> list[Path]:
         paths = track_paths(str(folder / Path(prefix).name), options.track_format)
