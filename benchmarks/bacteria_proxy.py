@@ -434,7 +434,8 @@ def tables(rows: list[dict], meta: dict) -> str:
 
 def main() -> None:
     p = recipe_parser(__doc__, "--folds", f"folds to hold out in turn, comma-separated (default {','.join(FOLDS)})")
-    p.add_argument("--ready", action="store_true", help="also train each recipe on every READY genome (seed 0)")
+    p.add_argument("--ready", action="store_true",
+                   help="also train each recipe on every READY genome (each seed), E. coli scored")
     p.add_argument("--finetune", default="", metavar="GENOMES",
                    help="fine-tuning on these held-out genomes (comma-separated), the first recipe's seed-0 models")
     p.add_argument("--finetune-fraction", type=float, default=0.1, help="the part of the genome fine-tuning sees")

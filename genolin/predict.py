@@ -72,14 +72,32 @@ def genome_list(path: str | os.PathLike) -> list[tuple[str, str | None]]:
 
 
 def genome_names(fastas: list[str]) -> list[str]:
-    """A file name per genome (its FASTA's stem; the second of equal stems suffixed _2, ...)."""
+    """A file name per genome, unique: its FASTA's stem, a repeated one suffixed _2, _3, ... (the first free)."""
     from genolin.io.files import FASTA_SUFFIXES, file_stem
 
     names: list[str] = []
     for f in fastas:
-        name = file_stem(f, FASTA_SUFFIXES)
-        names.append(name if name not in names else f"{name}_{len(names) + 1}")
+        name, n = file_stem(f, FASTA_SUFFIXES), 1
+        while name in names:  # "g", "g" -> "g", "g_2"; never a name given before ("g_2", "g", "g" -> ..., "g_3")
+            n += 1
+            name = f"{file_stem(f, FASTA_SUFFIXES)}_{n}"
+        names.append(name)
     return names
+
+
+def written_counts(prefix: Path) -> tuple[int, int, int]:
+    """(contigs with bases, their bp, calls) of a track prediction, from its OUT.gff3 (``##sequence-region`` lines)
+    and OUT.peaks.bed."""
+    contigs = bp = 0
+    with open(f"{prefix}.gff3") as fh:
+        for line in fh:
+            if line.startswith("##sequence-region"):
+                contigs, bp = contigs + 1, bp + int(line.split()[3])
+            elif not line.startswith("#"):
+                break
+    with open(f"{prefix}.peaks.bed") as fh:
+        calls = sum(1 for _ in fh) - 1  # the track line
+    return contigs, bp, calls
 
 
 def predict_genomes(run, genomes: list[tuple[str, str | None]], out_dir: str | os.PathLike,
@@ -120,17 +138,14 @@ def predict_genomes(run, genomes: list[tuple[str, str | None]], out_dir: str | o
                 log.warning("%s; the other genomes go on", exc)
             seconds = time.perf_counter() - t0
             contigs = bp = calls = "-"
-            if status == "ok":
-                from genolin.io.fasta import Genome
-
-                lengths = Genome(fasta).lengths
-                contigs, bp = len(lengths), sum(lengths.values())
-                calls = sum(1 for _ in open(out_dir / f"{name}.peaks.bed")) - 1
+            if status == "ok" and run.predictor.writes:
+                contigs, bp, calls = written_counts(out_dir / name)
                 log.info("%s: %s", name, line)
-            rows.append([name, fasta, contigs, bp, calls, f"{seconds:.2f}", status.replace("\t", " ")])
-            with atomic_open(out_dir / "summary.tsv") as fh:
-                fh.write("\t".join(SUMMARY_COLUMNS) + "\n")
-                fh.writelines("\t".join(map(str, r)) + "\n" for r in rows)
+            rows.append([name, fasta, contigs, bp, calls, f"{seconds:.2f}", " ".join(status.split())])
+            if run.predictor.writes:
+                with atomic_open(out_dir / "summary.tsv") as fh:
+                    fh.write("\t".join(SUMMARY_COLUMNS) + "\n")
+                    fh.writelines("\t".join(map(str, r)) + "\n" for r in rows)
             bar.update(1)
     if failed:
         raise InputError(out_dir / "summary.tsv", f"{failed} of {len(genomes)} genome(s) failed (their rows say why); "

@@ -262,3 +262,32 @@ def test_many_genome_options_that_do_not_fit_are_one_line(tmp_path, slices, args
     names = {"A": d / "a.fa", "B": d / "b.fa", "G": d / "a.gff3", "LIST": d / "LIST"}
     r = run_cli("predict", "--model", "bacteria", *[names.get(a, a) for a in args])
     assert r.exit_code == 2 and message in r.output
+
+
+def test_genes_across_the_origin_are_left_out_with_a_warning(tmp_path, caplog):
+    (tmp_path / "c.gff3").write_text("##gff-version 3\nc1\tt\tgene\t950\t1050\t.\t+\t.\tID=wrap\n"
+                                     "c1\tt\tgene\t100\t400\t.\t-\t.\tID=g\n")
+    genes = read_genes(tmp_path / "c.gff3", {"c1": 1000})
+    assert [g.id for g in genes] == ["g"] and "cross the origin" in caplog.text
+    (tmp_path / "d.gff3").write_text("##gff-version 3\nc1\tt\tgene\t950\t2100\t.\t+\t.\tID=far\n")
+    with pytest.raises(InputError, match="past the end of contig 'c1'"):
+        read_genes(tmp_path / "d.gff3", {"c1": 1000})
+
+
+def test_a_bad_byte_or_a_cut_gzip_deep_in_an_annotation_is_one_line(tmp_path):
+    import gzip
+
+    lines = "".join(f"c1\tt\tgene\t{i + 1}\t{i + 50}\t.\t+\t.\tID=g{i}\n" for i in range(0, 5000, 60))
+    (tmp_path / "a.gff3").write_bytes(b"##gff-version 3\n" + lines.encode() + b"c1\tt\tgene\t1\t9\t.\t+\t.\tID=\xff\n")
+    with pytest.raises(InputError, match="cannot read the annotation"):
+        read_genes(tmp_path / "a.gff3", {"c1": 10_000})
+    whole = gzip.compress(b"##gff-version 3\n" + (lines * 20).encode())
+    (tmp_path / "b.gff3.gz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(InputError, match="cannot read the annotation"):
+        read_genes(tmp_path / "b.gff3.gz", {"c1": 10_000})
+
+
+def test_genome_names_are_unique():
+    from genolin.predict import genome_names
+
+    assert genome_names(["x/g_3.fa", "a/g.fa", "b/g.fa.gz", "c/g.fasta"]) == ["g_3", "g", "g_2", "g_4"]

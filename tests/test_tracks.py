@@ -354,7 +354,7 @@ def test_resume_refuses_options_that_would_change_the_run(tmp_path, two_genomes)
     for extra, option in [(["--fasta", d / "B.fa", "--tss", d / "B.bed"], "--fasta"),
                           (["--fasta", d / "A.fa", "--tss", d / "all.bed"], "--tss"),
                           (["--out", tmp_path / "other"], "--out"), (["--set", "lr=1"], "--set"),
-                          (["--preset", "small"], "--preset"), (["--seed", 3], "--seed"),
+                          (["--preset", "small"], "--preset"), (["--seed", 3], "--seed"), (["--seed", 0], "--seed"),
                           (["--teacher", tmp_path / "a"], "--teacher")]:
         r = run("train", "--resume", tmp_path / "a", *extra)
         assert r.exit_code == 2 and option in r.output and "Traceback" not in r.output, (extra, r.output)

@@ -94,6 +94,8 @@ def predict(model_dirs, fasta, csv, out, out_dir, genome_file, genes, rc_average
         raise click.UsageError("--out-dir writes a genome per --fasta; sequences (--csv) go to --out")
     if genes and csv:
         raise click.UsageError("--genes links a genome's promoter calls to its genes: a track model's --fasta")
+    if genome_file and genes:
+        raise click.UsageError("--genomes LIST names each genome's annotation in its second column; leave --genes out")
     if out_dir and genes and len(genes) != len(fasta):
         raise click.UsageError(f"with --out-dir give --genes once per --fasta, in order ({len(fasta)} FASTA, "
                                f"{len(genes)} annotations), or list them with --genomes")
@@ -103,6 +105,9 @@ def predict(model_dirs, fasta, csv, out, out_dir, genome_file, genes, rc_average
     # under torchrun the genome's windows are shared out over the processes
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
                    shift_views=shift_average, window_bp=window_bp, window_offsets=window_offsets)
+    if (genes or out_dir) and not run.task.has_track:
+        raise click.UsageError(f"{'--genes' if genes else '--out-dir'} is for track models (genomes); "
+                               f"{model_dirs[0]} is a {run.task.name} model")
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, circular=list(circular))
     density = run.call_density(calls_per_mbp, threshold is not None)
     options = PredictOptions(rc_average=run.rc_average(rc_average),

@@ -154,7 +154,7 @@ def refuse_changes_on_resume(resume: str, data, given: dict, **options) -> None:
         raise click.UsageError(f"--out {out}: --resume continues the run in {resume} and writes there; leave --out "
                                "out, or start a new run without --resume")
     for name, value in options.items():
-        if value:
+        if value is not None and value != ():  # --seed 0 is a setting too
             option = "--config" if name == "config_yaml" else "--set" if name == "set_values" else \
                 f"--{name.replace('_', '-')}"
             raise click.UsageError(f"{option}: --resume continues the run in {resume} with its own settings (only "

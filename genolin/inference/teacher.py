@@ -23,6 +23,10 @@ def teacher_tracks(teachers: list[str], task, device: torch.device, progress: bo
 
     if not task.has_track:
         raise InputError("--teacher", f"distillation trains track models; this is a {task.name} task")
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        # each rank would read the whole teacher on its first GPU (load_run picks cuda:0 outside torchrun's group)
+        raise InputError("--teacher", "distillation runs in one process, not under torchrun")
     run = load_run(list(teachers), device.type)  # (under torchrun every rank reads it whole, on its first GPU)
     if not run.task.has_track:
         raise InputError("--teacher", f"{teachers[0]} is a {run.task.name} model; a teacher of a track model is a "

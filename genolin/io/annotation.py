@@ -12,11 +12,15 @@ first codon: ``start`` on the + strand, ``end - 1`` on the - strand. GFF3 contig
 from __future__ import annotations
 
 import gzip
+import logging
 import urllib.parse
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from genolin.errors import InputError
+
+log = logging.getLogger(__name__)
 
 GENE_TYPES = ("gene",)
 # an annotation without gene features: its genes are these
@@ -64,14 +68,22 @@ def read_genes(path: str | Path, contigs: dict[str, int]) -> list[Gene]:
             first = next((line for line in fh if line.strip()), "")
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise InputError(path, f"cannot read the annotation ({exc})") from None
-    if first.startswith("LOCUS") or is_genbank(path):
-        genes = _genbank_genes(path, contigs)
-    elif first.startswith("##gff-version") or first.count("\t") >= 8:
-        genes = _gff_genes(path)
-    else:
-        raise InputError(path, "not GFF3 (no '##gff-version 3' line or 9 tab-separated columns) nor GenBank (no "
-                               "LOCUS line): give the annotation as GFF3 or GenBank")
+    try:
+        if first.startswith("LOCUS") or is_genbank(path):
+            genes = _genbank_genes(path, contigs)
+        elif first.startswith("##gff-version") or first.count("\t") >= 8:
+            genes = _gff_genes(path)
+        else:
+            raise InputError(path, "not GFF3 (no '##gff-version 3' line or 9 tab-separated columns) nor GenBank (no "
+                                   "LOCUS line): give the annotation as GFF3 or GenBank")
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:  # a bad byte or a cut gzip past the start
+        raise InputError(path, f"cannot read the annotation ({exc})") from None
     known = [g for g in genes if g.contig in contigs]
+    across = [g for g in known if g.end > contigs[g.contig]]
+    if across and all(g.end <= 2 * contigs[g.contig] for g in across):  # a circle's origin (RefSeq: end > length)
+        log.warning("%s: %d gene(s) cross the origin of a circular contig (first %s); left out of the gene links",
+                    path, len(across), across[0].id)
+        known = [g for g in known if g not in across]
     if genes and not known:
         names = sorted({g.contig for g in genes})
         raise InputError(path, f"no gene on the genome's contigs: the annotation names {', '.join(names[:3])}"
@@ -142,6 +154,12 @@ def _genbank_genes(path: Path, contigs: dict[str, int]) -> list[Gene]:
                 continue
             q = {k: v[0] for k, v in feat.qualifiers.items() if v}
             start, end = int(feat.location.start), int(feat.location.end)
+            starts = [int(p.start) for p in feat.location.parts]
+            if len(starts) > 1 and 0 in starts and max(starts) > 0 and int(feat.location.end) == len(rec.seq):
+                # join(L-99..L,1..200): across the origin, written as GFF3 writes it, its end past the contig's
+                head = max(feat.location.parts, key=lambda p: int(p.start))
+                tail = next(p for p in feat.location.parts if int(p.start) == 0)
+                start, end = int(head.start), len(rec.seq) + int(tail.end)
             strand = "+" if feat.location.strand == 1 else "-"
             tag = q.get("locus_tag", "")
             gid = tag or q.get("gene") or f"{contig}:{start + 1}-{end}{strand}"

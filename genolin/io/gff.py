@@ -9,7 +9,8 @@ through the file as OUT.peaks.bed's ``promoter_<n>`` (IDs unique across contigs)
 
 With genes (``predict --genes``) each TSS also carries its class and gene (``genolin.genes.classify``): class=,
 gene=, gene_id=, and for primary and secondary calls distance= (bp to the start codon). OUT.genes.tsv has a row per
-gene: its best call within ``genes.UPSTREAM_BP`` upstream (its primary call), or '-' where there is none.
+gene of the contigs predicted (``--contig`` predicts some): its best call within ``genes.UPSTREAM_BP`` upstream (its
+primary call), or '-' where there is none.
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ class GffCalls:
 
     def __init__(self, fh, stride: int, lengths: dict[str, int], genes: list[Gene] | None = None, table=None):
         self.fh, self.stride, self.written, self.table = fh, stride, 0, table
-        self.genes = None if genes is None else {c: [g for g in genes if g.contig == c] for c in lengths}
+        self.genes = None
+        if genes is not None:
+            self.genes = {c: [] for c in lengths}
+            for g in genes:
+                self.genes[g.contig].append(g)
         if table is not None:
             table.write("\t".join(GENE_COLUMNS) + "\n")
         fh.write("##gff-version 3\n")
