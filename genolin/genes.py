@@ -87,9 +87,11 @@ def primary_calls(calls: list[Call], genes: list[Gene]) -> dict[str, tuple[Call,
     return out
 
 
-def classify(calls: list[Call], genes: list[Gene]) -> list[Link]:
-    """Each call's class and gene (module docstring), in the order of ``calls``."""
-    primary = primary_calls(calls, genes)
+def classify(calls: list[Call], genes: list[Gene], primary: dict[str, tuple[Call, int]] | None = None
+             ) -> list[Link]:
+    """Each call's class and gene (module docstring), in the order of ``calls``; ``primary``: their
+    ``primary_calls``, where the caller has them already."""
+    primary = primary_calls(calls, genes) if primary is None else primary
     primary_of: dict[str, list[tuple[int, Gene]]] = {}
     genes_by_id = {g.id: g for g in genes}
     for gid, (c, d) in primary.items():
@@ -132,8 +134,9 @@ def _gap(position: int, gene: Gene) -> int:
     return 0 if gene.start <= position < gene.end else min(abs(position - gene.start), abs(position - gene.end + 1))
 
 
-def gene_table(calls: list[Call], genes: list[Gene]) -> list[GeneRow]:
+def gene_table(calls: list[Call], genes: list[Gene], primary: dict[str, tuple[Call, int]] | None = None
+               ) -> list[GeneRow]:
     """Per gene (in order) its primary call and the distance to its start codon (no call within UPSTREAM_BP upstream:
-    None)."""
-    primary = primary_calls(calls, genes)
+    None); ``primary``: the calls' ``primary_calls``, where the caller has them already."""
+    primary = primary_calls(calls, genes) if primary is None else primary
     return [GeneRow(g, *primary.get(g.id, (None, None))) for g in genes]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import urllib.parse
 
-from genolin.genes import Call, classify, gene_table
+from genolin.genes import Call, classify, gene_table, primary_calls
 from genolin.io.annotation import Gene
 
 # the span of a bacterial core promoter around its TSS: the -35 and -10 elements upstream, the start of the transcript
@@ -53,7 +53,10 @@ class GffCalls:
         s = self.stride
         mine = [Call(f"tss_{n}", contig, b * s + (min((b + 1) * s, length) - b * s) // 2, strand, p)
                 for n, (b, p, strand) in enumerate(calls, start=self.written + 1)]
-        links = classify(mine, self.genes[contig]) if self.genes is not None else None
+        links = primary = None
+        if self.genes is not None:  # each gene's primary call, for the classes and the gene table both
+            primary = primary_calls(mine, self.genes[contig])
+            links = classify(mine, self.genes[contig], primary)
         lines = []
         for i, (b, p, strand) in enumerate(calls):
             n = self.written + 1 + i
@@ -76,7 +79,7 @@ class GffCalls:
         self.fh.write("".join(lines))
         if self.genes is not None and self.table is not None:
             rows = []
-            for row in gene_table(mine, self.genes[contig]):
+            for row in gene_table(mine, self.genes[contig], primary):
                 g, c = row.gene, row.call
                 cells = [g.id, g.name, g.locus_tag or "-", g.contig, g.strand, g.start_codon + 1]
                 cells += ([c.id, c.position + 1, row.distance, f"{c.score:.4f}", "primary"] if c is not None
