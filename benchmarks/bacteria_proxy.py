@@ -62,9 +62,10 @@ GENOMES = {name: (pair, cls, phylum, complete) for name, (pair, _, cls, phylum, 
 SCORED = [g for g, (_, _, _, complete) in GENOMES.items() if complete]
 # held out together; each scored genome once. Near ones keep a relative of their class in training
 FOLDS = {"A": ("ecoli", "ccrescentus"), "B": ("bacillus", "cjejuni", "selongatus"), "C": ("saureus", "mtuberculosis")}
-# recipe keys that are no training setting: the recipe's preset (default --preset) and its teachers ("A+B": the runs
-# of recipes A and B of the same fold and seed, or with --ready a bundled model or run folder; genolin train --teacher)
-RECIPE_KEYS = ("preset", "teacher")
+# recipe keys that are no training setting: the recipe's preset (default --preset), its teachers ("A+B": the runs
+# of recipes A and B of the same fold and seed, "A@0" recipe A's run of seed 0, or with --ready a bundled model or run
+# folder; genolin train --teacher) and its seeds ("0/1": these of --seeds only)
+RECIPE_KEYS = ("preset", "teacher", "seeds")
 QUICK = {"preset": "tiny", "seeds": "0", "folds": "A", "max_minutes": 1.0,
          "recipe": ["shipped:steps=20,val_every_steps=10", "s1:steps=20,val_every_steps=10,stride=1,tolerance_bins=1"]}
 
@@ -141,15 +142,34 @@ class Runner:
 
 
 def teachers_of(settings: dict) -> list[str]:
-    """The recipes or models a recipe distils from (its "teacher" key, members joined by +)."""
+    """The recipes or models a recipe distils from (its "teacher" key, members joined by +; "@S" kept)."""
     return [t for t in settings.get("teacher", "").split("+") if t]
 
 
-def teacher_runs(runner: Runner, settings: dict, where: str) -> list[str]:
-    """The teacher runs of a recipe trained in ``where`` (fold{F}_seed{S} or ready_seed{S}): each teacher recipe's
-    run of the same fold and seed; a name that is no recipe (a bundled model, a run folder) as it is."""
-    recipes = runner.args.recipes
-    return [str(Path(runner.args.work) / t / where / "run") if t in recipes else t for t in teachers_of(settings)]
+def teacher_place(teacher: str, place: tuple) -> tuple[str, tuple]:
+    """(recipe, (fold or "ready", seed)) of a teacher "NAME" or "NAME@S" for a student trained at ``place``."""
+    name, at, seed = teacher.partition("@")
+    return name, (place[0], int(seed) if at else place[1])
+
+
+def teacher_runs(runner: Runner, settings: dict, place: tuple) -> list[str]:
+    """The teacher runs of a recipe trained at ``place`` ((fold, seed) or ("ready", seed)): each teacher recipe's
+    run of the same fold and seed (of seed S for "NAME@S"); a name that is no recipe (a bundled model, a run
+    folder) as it is."""
+    out = []
+    for t in teachers_of(settings):
+        name, (where, seed) = teacher_place(t, place)
+        folder = f"ready_seed{seed}" if where == "ready" else f"fold{where}_seed{seed}"
+        out.append(str(Path(runner.args.work) / name / folder / "run") if name in runner.args.recipes else t)
+    return out
+
+
+def recipe_seeds(settings: dict, seeds: list[int]) -> list[int]:
+    """The seeds of --seeds a recipe trains ("seeds" key: seeds joined by /; default all)."""
+    if "seeds" not in settings:
+        return seeds
+    mine = [int(x) for x in str(settings["seeds"]).split("/") if x != ""]
+    return [x for x in seeds if x in mine]
 
 
 def check_teachers(recipes: dict, ready: bool, folds: bool) -> None:
@@ -158,6 +178,7 @@ def check_teachers(recipes: dict, ready: bool, folds: bool) -> None:
     the order (teachers train first)."""
     for name, settings in recipes.items():
         for t in teachers_of(settings):
+            t = t.partition("@")[0] if t.partition("@")[0] in recipes else t
             if t not in recipes and folds:
                 sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} is no recipe; a fold's teacher must be "
                          f"trained without the fold's genomes (give a model only with --ready and --folds none)")
@@ -187,7 +208,7 @@ def fold_run(runner: Runner, recipe: str, settings: dict, fold: str, seed: int, 
     log, run_dir = work / "log.txt", work / "run"
     trained = [g for g in GENOMES if g not in FOLDS[fold]]
     seconds = runner.train(run_dir, [runner.data[g] for g in trained], settings, seed, log, gpu,
-                           teachers=teacher_runs(runner, settings, f"fold{fold}_seed{seed}"))
+                           teachers=teacher_runs(runner, settings, (fold, seed)))
     row = {"kind": "fold", "recipe": recipe, "settings": settings, "fold": fold, "seed": seed, "trained_on": trained,
            "train_seconds": seconds, **run_record(run_dir), "genomes": {}}
     for g in FOLDS[fold]:
@@ -283,7 +304,7 @@ def ready_run(runner: Runner, recipe: str, settings: dict, seed: int, gpu: int |
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
     seconds = runner.train(run_dir, [runner.data[g] for g in READY], settings, seed, log, gpu,
-                           teachers=teacher_runs(runner, settings, f"ready_seed{seed}"))
+                           teachers=teacher_runs(runner, settings, ("ready", seed)))
     row = {"kind": "ready", "recipe": recipe, "settings": settings, "seed": seed, "trained_on": READY,
            "train_seconds": seconds, "run_dir": str(run_dir), **run_record(run_dir),
            "genomes": {"ecoli": runner.evaluate(run_dir, runner.data["ecoli"], work / "eval_ecoli", log, gpu)}}
@@ -472,10 +493,12 @@ def main() -> None:
     if unknown:
         sys.exit(f"bacteria_proxy: --finetune {','.join(unknown)}: not a scored genome ({', '.join(SCORED)})")
     seeds = [int(s) for s in str(args.seeds).split(",")]
-    jobs = [(fold_run, name, s, fold, seed) for seed in seeds for name, s in recipes.items() for fold in fold_names]
-    jobs += [(ready_run, name, s, seed) for seed in seeds for name, s in recipes.items()] if args.ready else []
-    # a distilled recipe's job waits until its teacher recipes' runs of the same fold and seed have finished
-    later = [j for j in jobs if any(t in recipes for t in teachers_of(j[2]))]
+    jobs = [(fold_run, name, s, fold, seed) for seed in seeds for name, s in recipes.items() for fold in fold_names
+            if seed in recipe_seeds(s, seeds)]
+    jobs += [(ready_run, name, s, seed) for seed in seeds for name, s in recipes.items()
+             if seed in recipe_seeds(s, seeds)] if args.ready else []
+    # a distilled recipe's job waits until its teacher recipes' runs (same fold; same seed, or "@S"'s) have finished
+    later = [j for j in jobs if any(teacher_place(t, ("", 0))[0] in recipes for t in teachers_of(j[2]))]
     jobs = [j for j in jobs if j not in later]
     meta = {**run_metadata("bacteria_proxy", {k: v for k, v in vars(args).items() if k != "recipe"}),
             "recipes": recipes, "ensembles": ensembles, "folds": FOLDS}
@@ -508,9 +531,11 @@ def main() -> None:
                     continue
                 recipe, place = label[1], place_of(label)
                 finished.add((recipe, *place))
-                # a distilled recipe once its teacher recipes of the same fold and seed are trained
-                for student in [j for j in later if place_of([j[0].__name__, *j[1:2], *j[3:]]) == place]:
-                    if all((t, *place) in finished for t in teachers_of(student[2]) if t in recipes):
+                # a distilled recipe once its teacher recipes' runs are trained
+                for student in list(later):
+                    mine = place_of([student[0].__name__, *student[1:2], *student[3:]])
+                    wanted = [teacher_place(t, mine) for t in teachers_of(student[2])]
+                    if all((t, *where) in finished for t, where in wanted if t in recipes):
                         later.remove(student)
                         submit(student[0], *student[1:], label=[student[0].__name__, *student[1:2], *student[3:]])
                 if label[0] != "fold_run":

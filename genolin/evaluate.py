@@ -10,7 +10,8 @@ takes during training: on the same data a run's validation metrics and evaluate'
   None; logged and noted in the report when a genome overlaps the training data), on the end of each contig that
   training holds out (True), or on whole genomes (False).
 
-Writes ``out_dir/metrics.json``, ``report.md``, ``roc.png`` and ``pr.png``.
+Writes ``out_dir/metrics.json``, ``report.md``, ``roc.png`` and ``pr.png``; for track models also
+``calibration.npz``, each genome's evidence for a calibration of the probabilities (``genolin.calibrate``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from genolin.calibrate import save_data
 from genolin.config import DataSpec
 from genolin.errors import InputError
 from genolin.inference import describe_views
@@ -42,7 +44,7 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
     eval_set = task.load_evaluation(inputs, held_out=held_out)
     metrics, scored = task.evaluate(run.predictor, eval_set, rc_average=rc_average, threshold=threshold,
                                     min_distance_bp=min_distance_bp, calls_per_mbp=calls_per_mbp,
-                                    progress=progress)
+                                    progress=progress, **({"calibration": True} if task.has_track else {}))
     # how the probabilities were made: the defaults depend on the run (inference.default_views); an ensemble of
     # several strides keeps its other strides' members in predictor.others
     models = len(run.predictor.members) + sum(n for _, n in run.predictor.others)
@@ -55,6 +57,8 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
              + (f"; decision threshold {threshold:.4g}." if threshold is not None else "."))
     report = write_report(out_dir, metrics, task.curves(scored), [views, "", *task.report_lines(metrics)],
                           task.describe(inputs, held_out))
+    if task.has_track:  # the evidence a calibration is fitted on (genolin.calibrate)
+        save_data(Path(out_dir) / "calibration.npz", {name: g.calibration for name, g in scored.items()})
     log.info("%s -> %s", task.summary(metrics), report)
     return metrics, report
 

@@ -209,16 +209,17 @@ class TrackTask(Task):
         return GenomeRegions(data, regions, scope_note(self.train_contigs, data, trained, regions, held_out))
 
     def evaluate(self, predictor, eval_set: GenomeRegions, *, rc_average: bool = False, threshold: float | None = None,
-                 min_distance_bp: int = 100, calls_per_mbp: float | None = None, progress: bool | None = None
-                 ) -> tuple[dict, dict]:
+                 min_distance_bp: int = 100, calls_per_mbp: float | None = None, progress: bool | None = None,
+                 calibration: bool = False) -> tuple[dict, dict]:
         """Metrics per genome and over all genomes (bins of ``eval_bin_bp``; MCC/F1 at ``threshold``, 0.5 if None;
         calls at that threshold, or with ``calls_per_mbp`` the genome's most probable local maxima at that density);
         "score" is the mean over genomes of their pooled AUPRC; "best_threshold" the max-F1 threshold on the pooled
-        bins. The second value maps genome -> GenomeScores."""
+        bins. The second value maps genome -> GenomeScores (with ``calibration``, each with its
+        ``CalibrationData``)."""
         threshold = 0.5 if threshold is None else threshold
         scores = score_regions(predictor, eval_set.data, eval_set.regions, bin_bp=self.cfg.eval_bin_bp,
                                threshold=threshold, min_distance_bp=min_distance_bp, rc_average=rc_average,
-                               calls_per_mbp=calls_per_mbp, progress=progress)
+                               calls_per_mbp=calls_per_mbp, progress=progress, calibration=calibration)
         metrics = scores_metrics(scores, threshold=threshold, calls_per_mbp=calls_per_mbp, bin_bp=self.cfg.eval_bin_bp)
         if eval_set.note:
             metrics["training_overlap"] = eval_set.note

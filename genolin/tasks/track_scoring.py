@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from genolin.calibrate import PEAKS_PER_MBP, CalibrationData
 from genolin.peaks import StrandedPeaks, density_quotas
 from genolin.tasks.metrics import binary_metrics, max_f1_threshold
 from genolin.tasks.track_calls import call_metrics, call_positions
@@ -48,6 +49,7 @@ class GenomeScores:
     bp: int  # bases scored
     circles: dict = dataclasses.field(default_factory=dict)  # (contig, strand) -> length, for whole circles
     call_threshold: float | None = 0.5  # the calls' probability threshold: the one given, or a density's lowest cut
+    calibration: CalibrationData | None = None  # with score_regions(calibration=True)
 
 
 def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> dict:
@@ -61,12 +63,13 @@ def track_metrics(y: np.ndarray, probs: np.ndarray, threshold: float = 0.5) -> d
 
 def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: int, threshold: float,
                   min_distance_bp: int, rc_average: bool = False, calls_per_mbp: float | None = None,
-                  progress: bool | None = None) -> dict[str, GenomeScores]:
+                  progress: bool | None = None, calibration: bool = False) -> dict[str, GenomeScores]:
     """Every region streamed through the model; per genome (in order): evaluation bins of ``bin_bp`` (target: a TSS
     of the strand inside, score: the highest model-bin probability overlapping it), and promoter calls
     (``StrandedPeaks``: local maxima at ``threshold``, ``min_distance_bp`` apart; with ``calls_per_mbp``, instead
     each region's most probable local maxima, as many as its ``density_quotas`` share over the regions in order, as
-    predict calls each contig) with the TSSs they are matched against."""
+    predict calls each contig) with the TSSs they are matched against. ``calibration``: also each genome's
+    ``CalibrationData`` (its model bins against TSSs near, and its ``PEAKS_PER_MBP`` most probable local maxima)."""
     stride = data.stride
     parts: dict[str, dict] = {name: {"y": [], "p": [], "calls": {}, "tss": {}, "bp": 0, "circles": {}} for name in
                               dict.fromkeys(data.genome_of(c) for c, _, _ in regions)}
@@ -81,6 +84,13 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
                               {contig: end_bin} if data.wraps((contig, a, b)) else None,
                               quotas={contig: quotas[i]} if quotas is not None else None)
         found: list[tuple[int, float, str]] = []
+        inside = [t[(t >= a) & (t < b)] for t in data.tss[contig]]
+        if calibration:
+            cal = part.setdefault("cal", CalibrationData())
+            cal.bp += b - a
+            top = StrandedPeaks(0.0, min_distance_bp // stride, peaks.circles,
+                                quotas={contig: int((b - a) * PEAKS_PER_MBP / 1e6 + 0.5)})
+            tops: list[tuple[int, float, str]] = []
         for _, first, probs in predictor.region_probs(data, [(contig, a, b)], rc_average=rc_average,
                                                       progress=progress):
             starts = (first + np.arange(len(probs))) * stride
@@ -90,12 +100,17 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
                 np.maximum.at(p, idx, probs)
             called = peaks.feed(contig, first, probs, final=first + len(probs) == end_bin)
             found = found if called is None else called  # the region's calls come with its last piece
+            if calibration:
+                cal.add_bins(first, probs, stride, inside)
+                got = top.feed(contig, first, probs, final=first + len(probs) == end_bin)
+                tops = tops if got is None else got
         if peaks.cut is not None and peaks.cut.k:  # a region with no calls to make has no cut
             part["cuts"] = part.get("cuts", []) + [peaks.cut.floor]
-        for strand, positions in enumerate(data.tss[contig]):
-            inside = positions[(positions >= a) & (positions < b)]
-            y[inside // bin_bp - e0, strand] = 1
-            part["tss"][(contig, strand)] = inside
+        if calibration:
+            cal.add_peaks(tops, stride, inside, cal.add_tss(inside))
+        for strand, here in enumerate(inside):
+            y[here // bin_bp - e0, strand] = 1
+            part["tss"][(contig, strand)] = here
             part["calls"][(contig, strand)] = call_positions(found, "+-"[strand], stride)
             if data.wraps((contig, a, b)):
                 part["circles"][(contig, strand)] = b
@@ -104,7 +119,8 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
         part["bp"] += b - a
     # a density's cut differs by region: the lowest (the probability every call reaches; None: no calls to make)
     return {name: GenomeScores(np.concatenate(v["y"]), np.concatenate(v["p"]), v["calls"], v["tss"], v["bp"],
-                               v["circles"], threshold if calls_per_mbp is None else min(v.get("cuts", [None])))
+                               v["circles"], threshold if calls_per_mbp is None else min(v.get("cuts", [None])),
+                               v.get("cal"))
             for name, v in parts.items()}
 
 
