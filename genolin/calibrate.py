@@ -114,3 +114,161 @@ def load_data(path: str | Path) -> dict[str, CalibrationData]:
             n_tss, bp = (int(v) for v in z[f"{name}/counts"])
             out[name] = CalibrationData(**{f: z[f"{name}/{f}"] for f in FIELDS}, n_tss=n_tss, bp=bp)
     return out
+
+
+# -- fitting ---------------------------------------------------------------------------------------------------
+def logit(p) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1 - 1e-12)
+    return np.log(p) - np.log1p(-p)
+
+
+@dataclass
+class Calibration:
+    """A monotone map of a model's probabilities: ``y`` (non-decreasing) at the knots ``x`` (increasing raw
+    probabilities), linear in the logit of the raw value between knots and constant beyond the ends."""
+
+    x: np.ndarray
+    y: np.ndarray
+    method: str = "isotonic"
+
+    def apply(self, p) -> np.ndarray:
+        """Calibrated values of raw probabilities ``p`` (any shape), float32."""
+        p = np.asarray(p)
+        return np.interp(logit(p), logit(self.x), self.y).astype(np.float32).reshape(p.shape)
+
+    def to_json(self) -> dict:
+        return {"method": self.method, "near_bp": NEAR_BP, "x": [float(v) for v in self.x],
+                "y": [float(v) for v in self.y]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Calibration:
+        x, y = np.asarray(d["x"], dtype=np.float64), np.asarray(d["y"], dtype=np.float64)
+        if len(x) < 1 or len(x) != len(y) or np.any(np.diff(x) <= 0) or np.any(np.diff(y) < 0) \
+                or not (np.all((0 <= y) & (y <= 1)) and np.all((0 < x) & (x < 1))):
+            raise ValueError("a calibration needs increasing knots x in (0, 1) and non-decreasing values y in [0, 1]")
+        return cls(x, y, d.get("method", "isotonic"))
+
+
+def pooled(datas) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(total, near, sum_p) of several genomes' ``CalibrationData``, summed."""
+    datas = list(datas)
+    return (np.sum([d.total for d in datas], axis=0), np.sum([d.near for d in datas], axis=0),
+            np.sum([d.sum_p for d in datas], axis=0))
+
+
+def pav(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pool-adjacent-violators: the non-decreasing fit to ``values`` (in order) by weighted least squares, as
+    (block ends: index one past each block, block values)."""
+    ends, vals, wts = [], [], []
+    for i, (v, w) in enumerate(zip(values, weights, strict=True)):
+        ends.append(i + 1)
+        vals.append(float(v))
+        wts.append(float(w))
+        while len(vals) > 1 and vals[-2] > vals[-1]:
+            w2 = wts[-2] + wts[-1]
+            vals[-2] = (vals[-2] * wts[-2] + vals[-1] * wts[-1]) / w2
+            wts[-2], ends[-2] = w2, ends[-1]
+            del vals[-1], wts[-1], ends[-1]
+    return np.array(ends), np.array(vals)
+
+
+def fit_isotonic(datas) -> Calibration:
+    """The isotonic regression of "near a TSS" on the raw probability, over the model bins of ``datas`` (each a
+    ``CalibrationData``): one knot per block of the fit, at its bins' mean raw probability."""
+    total, near, sum_p = pooled(datas)
+    used = total > 0
+    if not used.any():
+        raise ValueError("no model bins to fit a calibration on")
+    total, near, sum_p = total[used], near[used], sum_p[used]
+    ends, vals = pav(near / total, total)
+    starts = np.concatenate([[0], ends[:-1]])
+    x = np.array([sum_p[a:b].sum() / total[a:b].sum() for a, b in zip(starts, ends, strict=True)])
+    # blocks are runs of disjoint logit bins in order, so their means rise strictly
+    return Calibration(np.clip(x, 1e-12, 1 - 1e-12), np.clip(vals, 0.0, 1.0))
+
+
+def fit_platt(datas, steps: int = 50) -> Calibration:
+    """Platt scaling: P(near) = sigmoid(a logit(p) + b), fitted by Newton's method on the bins of ``datas``;
+    written as knots at the logit bins' edges so it applies as an isotonic map does."""
+    total, near, sum_p = pooled(datas)
+    used = total > 0
+    z = logit(sum_p[used] / total[used])
+    n, k = total[used].astype(np.float64), near[used].astype(np.float64)
+    a, b = 1.0, 0.0
+    for _ in range(steps):
+        q = 1 / (1 + np.exp(-(a * z + b)))
+        g = np.array([np.sum((k - n * q) * z), np.sum(k - n * q)])
+        w = n * q * (1 - q)
+        h = np.array([[np.sum(w * z * z), np.sum(w * z)], [np.sum(w * z), np.sum(w)]]) + 1e-9 * np.eye(2)
+        step = np.linalg.solve(h, g)
+        a, b = a + step[0], b + step[1]
+        if np.abs(step).max() < 1e-10:
+            break
+    edges = LOGIT_EDGES
+    return Calibration(1 / (1 + np.exp(-edges)), 1 / (1 + np.exp(-(a * edges + b))), "platt")
+
+
+def reliability(data: CalibrationData, calibration: Calibration | None = None, groups: int = 10
+                ) -> list[tuple[float, float, int]]:
+    """Rows (mean calibrated value, observed rate of bins near a TSS, bins) over ``groups`` groups of about equal
+    bins, ordered by value (raw values when ``calibration`` is None)."""
+    used = data.total > 0
+    total, near = data.total[used], data.near[used]
+    value = data.sum_p[used] / total
+    if calibration is not None:
+        value = calibration.apply(value).astype(np.float64)
+    cum = np.cumsum(total)
+    group = np.minimum((cum - total / 2) * groups // cum[-1], groups - 1).astype(int)
+    rows = []
+    for g in range(groups):
+        m = group == g
+        if m.any():
+            n = int(total[m].sum())
+            rows.append((float((value[m] * total[m]).sum() / n), float(near[m].sum() / n), n))
+    return rows
+
+
+def ece(data: CalibrationData, calibration: Calibration | None = None, groups: int = 15) -> float:
+    """Expected calibration error over ``groups`` equal-width groups of the (calibrated) value in [0, 1]: the
+    bins' weighted mean |observed rate - mean value|."""
+    used = data.total > 0
+    total, near = data.total[used].astype(np.float64), data.near[used].astype(np.float64)
+    value = data.sum_p[used] / total
+    if calibration is not None:
+        value = calibration.apply(value).astype(np.float64)
+    group = np.minimum((value * groups).astype(int), groups - 1)
+    k = np.bincount(group, weights=near, minlength=groups)
+    s = np.bincount(group, weights=value * total, minlength=groups)
+    return float(np.abs(k - s).sum() / total.sum())
+
+
+def _recall(data: CalibrationData, chosen: np.ndarray) -> float:
+    """TSSs (of the genome's scored ones) within NEAR_BP of a chosen peak."""
+    if not data.n_tss:
+        return float("nan")
+    cover = np.zeros(data.n_tss + 1, dtype=np.int64)
+    np.add.at(cover, data.peak_lo[chosen], 1)
+    np.add.at(cover, data.peak_hi[chosen], -1)
+    return float((np.cumsum(cover)[:-1] > 0).sum() / data.n_tss)
+
+
+def call_figures(data: CalibrationData, chosen: np.ndarray) -> dict:
+    """Calls (a mask over the kept peaks): their number, per Mbp, precision and recall within NEAR_BP."""
+    n = int(chosen.sum())
+    hits = data.peak_hi[chosen] > data.peak_lo[chosen]
+    return {"calls": n, "per_mbp": n / max(data.bp, 1) * 1e6, "precision": float(hits.mean()) if n else None,
+            "recall": _recall(data, chosen)}
+
+
+def calls_at(data: CalibrationData, calibration: Calibration | None, threshold: float) -> dict:
+    """``call_figures`` of the peaks whose (calibrated) value is at least ``threshold``."""
+    value = data.peak_p if calibration is None else calibration.apply(data.peak_p)
+    return call_figures(data, value >= threshold)
+
+
+def calls_top(data: CalibrationData, per_mbp: float) -> dict:
+    """``call_figures`` of the genome's most probable peaks at ``per_mbp`` calls per Mbp (the density rule)."""
+    k = min(len(data.peak_p), int(data.bp * per_mbp / 1e6 + 0.5))
+    chosen = np.zeros(len(data.peak_p), dtype=bool)
+    chosen[np.argsort(-data.peak_p, kind="stable")[:k]] = True
+    return call_figures(data, chosen)

@@ -1,0 +1,154 @@
+"""Calibration of track probabilities (genolin.calibrate): the evidence evaluate gathers against brute force, the
+isotonic fit against the min-max formula, the calibrated calls' figures against a direct count, and the whole
+path on a small genome with the bundled model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, ECOLI_BGZ
+
+from genolin.calibrate import (
+    NEAR_BP,
+    Calibration,
+    CalibrationData,
+    calls_at,
+    calls_top,
+    ece,
+    fit_isotonic,
+    fit_platt,
+    load_data,
+    logit_bin,
+    pav,
+    reliability,
+    save_data,
+)
+from genolin.cli import cli
+from genolin.io.fasta import read_fasta
+
+GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
+
+
+def minmax_isotonic(v, w):
+    """The isotonic regression by its closed form: fit_i = max over a <= i of min over b >= i of mean(a..b)."""
+    n = len(v)
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = max(min(np.dot(v[a:b + 1], w[a:b + 1]) / w[a:b + 1].sum() for b in range(i, n))
+                     for a in range(i + 1))
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 31])
+def test_pav_is_the_isotonic_regression(n):
+    rng = np.random.default_rng(n)
+    v, w = rng.random(n), rng.integers(1, 20, n).astype(float)
+    ends, vals = pav(v, w)
+    fit = np.repeat(vals, np.diff(np.concatenate([[0], ends])))
+    np.testing.assert_allclose(fit, minmax_isotonic(v, w), rtol=1e-12)
+
+
+def brute_data(first, probs, stride, tss):
+    """Per strand and model bin: near (a TSS within NEAR_BP of one of its bases), by a loop."""
+    near = np.zeros(probs.shape, dtype=bool)
+    for strand in range(2):
+        for j in range(len(probs)):
+            s = (first + j) * stride
+            near[j, strand] = any(s - NEAR_BP <= t < s + stride + NEAR_BP for t in tss[strand])
+    return near
+
+
+@pytest.mark.parametrize("stride", [1, 3, 4])
+def test_bins_near_a_tss_are_counted_as_a_loop_counts_them(stride):
+    rng = np.random.default_rng(stride)
+    tss = [np.sort(rng.choice(5_000, 23, replace=False)), np.sort(rng.choice(5_000, 17, replace=False))]
+    data = CalibrationData()
+    pieces = [(0, rng.random((301, 2))), (301, rng.random((97, 2)) ** 8), (398, rng.random((5, 2)))]
+    for first, probs in pieces:
+        data.add_bins(first, probs, stride, tss)
+    near = np.concatenate([brute_data(f, p, stride, tss) for f, p in pieces])
+    probs = np.concatenate([p for _, p in pieces])
+    bins = logit_bin(probs)
+    assert data.total.sum() == probs.size and data.near.sum() == near.sum()
+    np.testing.assert_array_equal(data.near, np.bincount(bins[near], minlength=len(data.near)))
+    np.testing.assert_allclose(data.sum_p, np.bincount(bins.ravel(), weights=probs.ravel(),
+                                                       minlength=len(data.sum_p)), rtol=1e-12)
+
+
+def test_calls_figures_match_a_direct_count():
+    """Peaks matched to TSSs by index ranges: precision and recall at a threshold and at a density equal a loop over
+    positions."""
+    rng = np.random.default_rng(5)
+    stride = 4
+    tss = [np.sort(rng.choice(20_000, 40, replace=False)), np.sort(rng.choice(20_000, 30, replace=False))]
+    calls = [(int(b), float(rng.random()), s) for s in "+-" for b in rng.choice(5_000, 60, replace=False)]
+    data = CalibrationData(bp=20_000)
+    data.add_peaks(calls, stride, tss, data.add_tss(tss))
+    cal = Calibration(np.array([0.1, 0.9]), np.array([0.0, 1.0]))
+    for figures, chosen in ((calls_at(data, None, 0.6), [c for c in calls if c[1] >= 0.6]),
+                            (calls_at(data, cal, 0.5), [c for c in calls if cal.apply(c[1]) >= 0.5]),
+                            (calls_top(data, 1_000), sorted(calls, key=lambda c: -c[1])[:20])):
+        centre = {c: c[0] * stride + stride // 2 for c in chosen}
+        hit = [any(abs(centre[c] - t) <= NEAR_BP for t in tss["+-".index(c[2])]) for c in chosen]
+        found = sum(any(abs(centre[c] - t) <= NEAR_BP for c in chosen if c[2] == s) for i, s in enumerate("+-")
+                    for t in tss[i])
+        assert figures["calls"] == len(chosen) and figures["precision"] == pytest.approx(np.mean(hit))
+        assert figures["recall"] == pytest.approx(found / 70)
+
+
+def test_isotonic_calibration_is_calibrated_on_its_own_data_and_platt_close(tmp_path):
+    """Bins whose true rate is a known monotone function of the raw value: after the isotonic fit the ECE on the
+    data it was fitted on is ~0, the reliability rows lie on the diagonal, the file round-trips, and Platt scaling
+    (the right family here) is close."""
+    rng = np.random.default_rng(0)
+    p = rng.random(200_000) ** 4
+    truth = 1 / (1 + np.exp(-(1.5 * np.log(p / (1 - p)) + 1.0)))
+    near = rng.random(len(p)) < truth
+    data = CalibrationData()
+    bins = logit_bin(p)
+    data.total += np.bincount(bins, minlength=len(data.total))
+    data.near += np.bincount(bins[near], minlength=len(data.near))
+    data.sum_p += np.bincount(bins, weights=p, minlength=len(data.sum_p))
+    iso, platt = fit_isotonic([data]), fit_platt([data])
+    assert ece(data) > 0.05 and ece(data, iso) < 1e-3 and ece(data, platt) < 0.01
+    for value, rate, _ in reliability(data, iso):
+        assert abs(value - rate) < 0.01
+    assert np.all(np.diff(iso.y) >= 0) and np.all(np.diff(iso.x) > 0)
+    again = Calibration.from_json(iso.to_json())
+    np.testing.assert_allclose(again.apply(p[:100]), iso.apply(p[:100]))
+    save_data(tmp_path / "c.npz", {"g": data})
+    back = load_data(tmp_path / "c.npz")["g"]
+    np.testing.assert_array_equal(back.near, data.near)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        Calibration.from_json({"x": [0.1, 0.2], "y": [0.5, 0.4]})
+
+
+def test_evaluate_writes_the_evidence_predict_agrees_with(tmp_path):
+    """evaluate on a 40 kbp genome with the bundled model: calibration.npz counts every model bin of both strands,
+    its bins near a TSS are those a loop finds, and its peaks are predict's calls at the same density."""
+    (rec,) = read_fasta(ECOLI_BGZ)
+    lo, hi = 300_000, 340_000
+    (tmp_path / "g.fa").write_text(f">g1\n{rec.seq[lo:hi].decode()}\n")
+    starts = [(int(f[1]), f[5]) for f in (line.split("\t") for line in GENE_STARTS.read_text().splitlines())]
+    (tmp_path / "g.bed").write_text("".join(f"g1\t{p - lo}\t{p - lo + 1}\tg\t0\t{s}\n" for p, s in starts
+                                            if lo <= p < hi))
+    r = CliRunner().invoke(cli, ["-q", "evaluate", "--model", "bacteria", "--device", "cpu", "--fasta",
+                                 str(tmp_path / "g.fa"), "--tss", str(tmp_path / "g.bed"), "--rc-average", "--out",
+                                 str(tmp_path / "ev")])
+    assert r.exit_code == 0, r.output
+    (data,) = load_data(tmp_path / "ev" / "calibration.npz").values()
+    stride = 4  # the CPU member's
+    n_bins = -(-(hi - lo) // stride)
+    assert data.total.sum() == 2 * n_bins and data.bp == hi - lo
+    tss = [np.array(sorted(p - lo for p, s in starts if lo <= p < hi and s == x)) for x in "+-"]
+    assert data.n_tss == sum(map(len, tss))
+    assert data.near.sum() == brute_data(0, np.zeros((n_bins, 2)), stride, tss).sum()
+    r = CliRunner().invoke(cli, ["-q", "predict", "--model", "bacteria", "--device", "cpu", "--fasta",
+                                 str(tmp_path / "g.fa"), "--rc-average", "--calls-per-mbp", "2000", "--out",
+                                 str(tmp_path / "pred")])
+    assert r.exit_code == 0, r.output
+    called = sorted(float(line.split("\t")[4]) for line in (tmp_path / "pred.peaks.bed").read_text().splitlines()
+                    if not line.startswith(("track", "#")))
+    assert len(called) == len(data.peak_p) == 80
+    np.testing.assert_allclose(np.sort(data.peak_p) * 1000, called, atol=0.51)  # the BED's score: p x 1000
