@@ -2,7 +2,7 @@
 
     predict(run, inputs, out, options) -> a one-line summary
     predict_genomes(run, genomes, out_dir, options) -> each FASTA its own genome, DIR/summary.tsv; a summary line
-    genome_list(path) -> [(FASTA, annotation or None)] of a text file listing genomes
+    genome_list(path) -> [(FASTA, annotation or None, name or None)] of a text file listing genomes
     check_genome_memory(predictor, inputs, options) -> an InputError when a track prediction would not fit memory
 
 The run's task writes its outputs (``genolin.tasks``), the model runs through ``genolin.inference``:
@@ -22,6 +22,7 @@ first (``check_genome_memory``), as sequences' batches are (``Predictor.check_me
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from genolin.config import DataSpec
@@ -48,37 +49,65 @@ def predict(run, inputs: DataSpec, out: str | os.PathLike, options: PredictOptio
 SUMMARY_COLUMNS = ("genome", "fasta", "contigs", "bp", "calls", "seconds", "status")
 
 
-def genome_list(path: str | os.PathLike) -> list[tuple[str, str | None]]:
-    """A text file of genomes, one per line: a FASTA path, then optionally its gene annotation (GFF3 or GenBank),
-    separated by a tab or spaces; blank lines and lines starting with # skipped; relative paths from the file's
-    folder."""
+LIST_COLUMNS = ("name", "fasta", "annotation")  # a --genomes file's header may name these (fasta required)
+NAME_CHARS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def genome_list(path: str | os.PathLike) -> list[tuple[str, str | None, str | None]]:
+    """(FASTA, annotation or None, name or None) per genome of a text file, one per line: a FASTA path, then
+    optionally its gene annotation (GFF3 or GenBank), separated by a tab or spaces. A first line of column names
+    (``LIST_COLUMNS``: ``name fasta annotation`` in any order, fasta required) gives the columns instead; a name is
+    the genome's file name in the output folder. Blank lines and lines starting with # are skipped; relative paths
+    are from the file's folder."""
     path = Path(path)
     try:
         lines = path.read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(path, f"cannot read the list of genomes ({exc})") from None
-    out = []
+    out, columns, names = [], None, set()
     for n, line in enumerate(lines, start=1):
         fields = line.split()
         if not fields or fields[0].startswith("#"):
             continue
-        if len(fields) > 2:
-            raise InputError(path, f"line {n}: expected a FASTA and at most an annotation, got {len(fields)} fields")
-        where = [f if Path(f).is_absolute() else str(path.parent / f) for f in fields]
-        out.append((where[0], where[1] if len(where) > 1 else None))
+        if columns is None and not out and "fasta" in fields and set(fields) <= set(LIST_COLUMNS):
+            if len(set(fields)) < len(fields):
+                raise InputError(path, f"line {n}: a column named twice in the header ({' '.join(fields)})")
+            columns = fields
+            continue
+        cols = columns or ["fasta", "annotation"]
+        if len(fields) > len(cols) or (columns and len(fields) < cols.index("fasta") + 1):
+            wanted = " and ".join(cols) if columns else "a FASTA and at most an annotation"
+            raise InputError(path, f"line {n}: expected {wanted}, got {len(fields)} field(s)")
+        row = dict(zip(cols, fields, strict=False))
+        name = row.get("name")
+        if name is not None:
+            if not NAME_CHARS.fullmatch(name) or name == "summary":
+                raise InputError(path, f"line {n}: genome name {name!r} is no file name (letters, digits, '.', '_', "
+                                       "'-'; not starting with '.' or '-'; not 'summary')")
+            if name in names:
+                raise InputError(path, f"line {n}: genome name {name!r} given twice")
+            names.add(name)
+        where = {k: v if Path(v).is_absolute() else str(path.parent / v) for k, v in row.items() if k != "name"}
+        out.append((where["fasta"], where.get("annotation"), name))
     if not out:
         raise InputError(path, "lists no genome (one FASTA per line, an annotation after it optional)")
     return out
 
 
-def genome_names(fastas: list[str]) -> list[str]:
-    """A file name per genome, unique: its FASTA's stem, a repeated one suffixed _2, _3, ... (the first free)."""
+def genome_names(fastas: list[str], given: list[str | None] | None = None) -> list[str]:
+    """A file name per genome, unique: the name given, else its FASTA's stem, a stem taken already suffixed _2,
+    _3, ... (the first free; names given are never taken)."""
     from genolin.io.files import FASTA_SUFFIXES, file_stem
 
+    given = given or [None] * len(fastas)
     names: list[str] = []
-    for f in fastas:
+    taken = {g for g in given if g}
+    for f, g in zip(fastas, given, strict=True):
+        if g:
+            names.append(g)
+            continue
         name, n = file_stem(f, FASTA_SUFFIXES), 1
-        while name in names:  # "g", "g" -> "g", "g_2"; never a name given before ("g_2", "g", "g" -> ..., "g_3")
+        while name in names or name in taken:  # "g", "g" -> "g", "g_2"; "g_2", "g", "g" -> ..., "g_3"
             n += 1
             name = f"{file_stem(f, FASTA_SUFFIXES)}_{n}"
         names.append(name)
@@ -100,14 +129,14 @@ def written_counts(prefix: Path) -> tuple[int, int, int]:
     return contigs, bp, calls
 
 
-def predict_genomes(run, genomes: list[tuple[str, str | None]], out_dir: str | os.PathLike,
-                    options: PredictOptions, circular: list[str] | tuple[str, ...] = ()) -> str:
-    """Each (FASTA, annotation or None) of ``genomes`` predicted as a genome of its own into DIR/<name>.* (its
-    FASTA's stem: ``predict``'s files, with the annotation's gene links), the model loaded once. A genome that fails
-    on bad input is reported (a warning, and its row of DIR/summary.tsv) and the run goes on, to end with an
-    InputError naming the summary when any failed; DIR/summary.tsv
-    (SUMMARY_COLUMNS) is rewritten after every genome, so an interrupted run leaves the finished genomes' files and
-    their rows, and no part of the one it was on."""
+def predict_genomes(run, genomes: list[tuple], out_dir: str | os.PathLike, options: PredictOptions,
+                    circular: list[str] | tuple[str, ...] = (), summary: str | os.PathLike | None = None) -> str:
+    """Each (FASTA, annotation or None[, name or None]) of ``genomes`` predicted as a genome of its own into
+    DIR/<name>.* (``genome_names``: the name given, else the FASTA's stem; ``predict``'s files, with the annotation's
+    gene links), the model loaded once. A genome that fails on bad input is reported (a warning, and its row of the
+    summary) and the run goes on, to end with an InputError naming the summary when any failed. The summary
+    (``summary``, default DIR/summary.tsv; SUMMARY_COLUMNS) is rewritten after every genome, so an interrupted run
+    leaves the finished genomes' files and their rows, and no part of the one it was on."""
     import dataclasses
     import logging
     import time
@@ -123,9 +152,10 @@ def predict_genomes(run, genomes: list[tuple[str, str | None]], out_dir: str | o
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[list] = []
     failed = 0
-    names = genome_names([f for f, _ in genomes])
+    names = genome_names([g[0] for g in genomes], [g[2] if len(g) > 2 else None for g in genomes])
+    summary = Path(summary) if summary else out_dir / "summary.tsv"
     with progress_bar(total=len(genomes), unit="genome", desc="genomes", enabled=options.progress) as bar:
-        for (fasta, genes), name in zip(genomes, names, strict=True):
+        for (fasta, genes, *_), name in zip(genomes, names, strict=True):
             t0 = time.perf_counter()
             quiet = dataclasses.replace(options, genes=genes, progress=False if len(genomes) > 1 else options.progress)
             try:
@@ -143,14 +173,14 @@ def predict_genomes(run, genomes: list[tuple[str, str | None]], out_dir: str | o
                 log.info("%s: %s", name, line)
             rows.append([name, fasta, contigs, bp, calls, f"{seconds:.2f}", " ".join(status.split())])
             if run.predictor.writes:
-                with atomic_open(out_dir / "summary.tsv") as fh:
+                with atomic_open(summary) as fh:
                     fh.write("\t".join(SUMMARY_COLUMNS) + "\n")
                     fh.writelines("\t".join(map(str, r)) + "\n" for r in rows)
             bar.update(1)
     if failed:
-        raise InputError(out_dir / "summary.tsv", f"{failed} of {len(genomes)} genome(s) failed (their rows say why); "
+        raise InputError(summary, f"{failed} of {len(genomes)} genome(s) failed (their rows say why); "
                                                   f"the other {len(genomes) - failed} were predicted")
-    return f"{len(genomes)} genome(s) predicted -> {out_dir}/<genome>.*, {out_dir / 'summary.tsv'}"
+    return f"{len(genomes)} genome(s) predicted -> {out_dir}/<genome>.*, {summary}"
 
 
 def _batch(predictor, rc_average: bool) -> tuple[int, int]:

@@ -291,3 +291,32 @@ def test_genome_names_are_unique():
     from genolin.predict import genome_names
 
     assert genome_names(["x/g_3.fa", "a/g.fa", "b/g.fa.gz", "c/g.fasta"]) == ["g_3", "g", "g_2", "g_4"]
+    assert genome_names(["a/g.fa", "b/h.fa", "c/g.fa"], [None, "g", None]) == ["g_2", "g", "g_3"]
+
+
+def test_a_list_with_a_header_names_each_genomes_files(tmp_path, slices):
+    """name/fasta/annotation columns in any order: the files take the names, the summary goes where --summary says;
+    a bad name or a repeated one is one line naming the list's line."""
+    from genolin.predict import genome_list
+
+    d = slices
+    (d / "named.tsv").write_text("annotation\tname\tfasta\na.gff3\tstrain_A\ta.fa\n-\n".replace("-\n", "")
+                                 + "b.gbk\tstrain.B\tb.fa\n")
+    r = run_cli("predict", "--model", "bacteria", "--genomes", d / "named.tsv", "--device", "cpu", "--out-dir",
+                tmp_path / "out", "--summary", tmp_path / "group1.tsv")
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        f"{g}.{s}" for g in ("strain_A", "strain.B") for s in ("plus.bedGraph", "minus.bedGraph", "peaks.bed", "gff3",
+                                                               "genes.tsv"))
+    rows = [line.split("\t")[0] for line in (tmp_path / "group1.tsv").read_text().splitlines()]
+    assert rows == ["genome", "strain_A", "strain.B"]
+    assert genome_list(d / "named.tsv")[1] == (str(d / "b.fa"), str(d / "b.gbk"), "strain.B")
+    for text, message in (("name fasta\nx/y a.fa\n", "line 2: genome name 'x/y' is no file name"),
+                          ("name fasta\ng a.fa\ng b.fa\n", "line 3: genome name 'g' given twice"),
+                          ("fasta name\na.fa g extra\n", "line 2: expected fasta and name, got 3 field(s)")):
+        (d / "bad.tsv").write_text(text)
+        r = run_cli("predict", "--model", "bacteria", "--genomes", d / "bad.tsv", "--device", "cpu", "--out-dir",
+                    tmp_path / "bad")
+        assert r.exit_code != 0 and message in r.output and "Traceback" not in r.output, r.output
+    r = run_cli("predict", "--model", "bacteria", "--fasta", d / "a.fa", "--out", tmp_path / "o", "--summary", "s")
+    assert r.exit_code == 2 and "--summary is the table of an --out-dir run" in r.output

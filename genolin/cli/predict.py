@@ -31,7 +31,11 @@ from genolin.cli.options import (
                    "while the others go on.")
 @click.option("--genomes", "genome_file", metavar="LIST",
               help="Track model, with --out-dir: a text file of genomes, one per line: a FASTA, then optionally its "
-                   "gene annotation (GFF3 or GenBank).")
+                   "gene annotation (GFF3 or GenBank); or under a header line of column names (name, fasta, "
+                   "annotation) whose name column names each genome's files.")
+@click.option("--summary", metavar="TSV", default=None, callback=check_out,
+              help="With --out-dir: the table of genomes predicted (genome, fasta, contigs, bp, calls, seconds, "
+                   "status) [default: DIR/summary.tsv].")
 @click.option("--genes", multiple=True, metavar="ANNOTATION",
               help="Track model: a gene annotation (GFF3 from Bakta, Prokka or RefSeq, or GenBank) whose genes the "
                    "calls are linked to: each call's class (primary, secondary, internal, antisense, orphan) in "
@@ -56,7 +60,7 @@ from genolin.cli.options import (
 @click.option("--compile/--no-compile", "compile_model", default=False,
               help="Run the model's blocks through torch.compile (compiling takes seconds on a machine's first run). "
                    "Off by default: eager batches replay CUDA graphs, which compiled blocks cannot, and run faster.")
-def predict(model_dirs, fasta, csv, out, out_dir, genome_file, genes, rc_average, shift_average, window_bp,
+def predict(model_dirs, fasta, csv, out, out_dir, genome_file, summary, genes, rc_average, shift_average, window_bp,
             window_offsets, threshold, calls_per_mbp, track_format, contigs, circular, min_distance, batch_size, device,
             compile_model) -> None:
     """Predict promoters with a trained model.
@@ -82,6 +86,8 @@ def predict(model_dirs, fasta, csv, out, out_dir, genome_file, genes, rc_average
 
     mark("imports (torch, genolin)")
 
+    if summary and not out_dir:
+        raise click.UsageError("--summary is the table of an --out-dir run: give --out-dir DIR")
     if genome_file and not out_dir:
         raise click.UsageError("--genomes lists genomes for --out-dir: give --out-dir DIR")
     if genome_file and (fasta or csv):
@@ -120,7 +126,7 @@ def predict(model_dirs, fasta, csv, out, out_dir, genome_file, genes, rc_average
         if out_dir:
             genomes = genome_list(genome_file) if genome_file else list(zip(fasta, genes or [None] * len(fasta),
                                                                             strict=True))
-            log.info("%s", predict_genomes(run, genomes, out_dir, options, circular))
+            log.info("%s", predict_genomes(run, genomes, out_dir, options, circular, summary))
         else:
             log.info("%s", run_prediction(run, inputs, out, options))
         log.info("%.2f s after the model was loaded", time.perf_counter() - t0)
