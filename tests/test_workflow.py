@@ -226,3 +226,39 @@ def test_contig_predictions_gather_into_the_whole_genome_files(tmp_path):
     r = CliRunner().invoke(cli, ["-q", "predict", "--model", str(model), "--fasta", str(fasta), "--contig", "c9",
                                  "--out", str(tmp_path / "bad")])
     assert r.exit_code != 0 and "no contig 'c9'" in r.output and "g.fa" in r.output
+
+
+def test_genomes_in_groups_give_the_files_of_one_job_each(tmp_path):
+    """predict_options.group 2 over three genomes (one of them twice under two names): two `predict --out-dir` jobs
+    whose files equal those of one job per genome, byte for byte; group with scatter is refused."""
+    from conftest import ECOLI_BGZ
+
+    from genolin.io.fasta import read_fasta
+
+    (rec,) = read_fasta(ECOLI_BGZ)
+    (tmp_path / "a.fa").write_text(f">a1\n{rec.seq[100_000:130_000].decode()}\n")
+    (tmp_path / "b.fa").write_text(f">b1\n{rec.seq[600_000:625_000].decode()}\n")
+    genomes = {"g_one": tmp_path / "a.fa", "g_two": tmp_path / "b.fa", "g_three": tmp_path / "a.fa"}
+
+    def config(name, extra):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"results: {tmp_path / name}\ndevice: cpu\nready_models: [bacteria]\ngenomes:\n"
+                        + "".join(f"  {g}: {f}\n" for g, f in genomes.items()) + "predict:\n"
+                        + "".join(f"  {g}: [bacteria]\n" for g in genomes)
+                        + f"predict_options:\n  min_distance: 100\n  rc_average: true\n{extra}explain:\n  top: 0\n")
+        return str(path)
+
+    grouped, single = config("grouped", "  group: 2\n"), config("single", "")
+    for cfg in (grouped, single):
+        snakemake("--cores", "2", "--replace-workflow-config", "--configfile", cfg)
+    jobs = sorted(p.name for p in (tmp_path / "grouped" / "logs" / "predict").iterdir())
+    assert jobs == ["bacteria.group0.log", "bacteria.group1.log"]
+    for g in genomes:
+        for suffix in ("plus.bedGraph", "minus.bedGraph", "peaks.bed", "gff3"):
+            got = (tmp_path / "grouped" / "predictions" / "bacteria" / f"{g}.{suffix}").read_text()
+            assert got == (tmp_path / "single" / "predictions" / "bacteria" / f"{g}.{suffix}").read_text(), (g, suffix)
+    rows = (tmp_path / "grouped" / "predictions" / "bacteria" / "groups" / "0.summary.tsv").read_text().splitlines()
+    assert [r.split("\t")[0] for r in rows] == ["genome", "g_one", "g_two"]
+    out = snakemake("-n", "--replace-workflow-config", "--configfile", config("both", "  group: 2\n  scatter: true\n"),
+                    check=False)
+    assert out.returncode != 0 and "scatter (a job per contig) and group" in out.stdout + out.stderr

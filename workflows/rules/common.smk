@@ -228,6 +228,33 @@ def call_args():
 
 
 SCATTER = bool(config["predict_options"].get("scatter", False))
+GROUP = int(config["predict_options"].get("group", 1))
+if SCATTER and GROUP > 1:
+    raise WorkflowError("predict_options: scatter (a job per contig) and group (a job per group of genomes) "
+                        "exclude each other")
+
+
+def predict_groups():
+    """(model, number, genomes) of each prediction job of predict_options.group: a model's genomes (in the order of
+    predict:) in groups of up to GROUP, each group one `genolin predict --out-dir` (one start-up and model load)."""
+    by_model = {}
+    for genome, models in config["predict"].items():
+        for model in models:
+            by_model.setdefault(model, []).append(genome)
+    return [(model, i, genomes[j: j + GROUP]) for model, genomes in by_model.items()
+            for i, j in enumerate(range(0, len(genomes), GROUP))]
+
+
+def genome_table(genomes):
+    """A --genomes list (header name, fasta) of config genomes, as printf %b text."""
+    return "name\\tfasta\\n" + "".join(f"{g}\\t{GENOMES[g]}\\n" for g in genomes)
+
+
+def group_args(genomes):
+    """Options of genolin predict for a group of genomes (predict_args' for one)."""
+    o = config["predict_options"]
+    rc = "--rc-average" if o["rc_average"] else "--no-rc-average"
+    return f"{call_args()} {rc} {circular_arg(genomes)}".strip()
 
 
 def genome_contigs(genome):
