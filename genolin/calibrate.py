@@ -172,14 +172,35 @@ def pav(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.array(ends), np.array(vals)
 
 
-def fit_isotonic(datas) -> Calibration:
+def merged(total: np.ndarray, near: np.ndarray, sum_p: np.ndarray, least: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Adjacent bins joined from the highest value down until each group holds at least ``least`` model bins (the
+    lowest leftovers join the group above them), so no rate rests on a handful of bins."""
+    groups, n = [], 0
+    for i in range(len(total) - 1, -1, -1):
+        if n == 0:
+            groups.append([i, i])
+        groups[-1][0] = i
+        n += total[i]
+        if n >= least:
+            n = 0
+    if len(groups) > 1 and n:  # the last (lowest) group is short: into its neighbour above
+        low = groups.pop()
+        groups[-1][0] = low[0]
+    groups.reverse()
+    out = [np.array([a[lo:hi + 1].sum() for lo, hi in groups]) for a in (total, near, sum_p)]
+    return out[0], out[1], out[2]
+
+
+def fit_isotonic(datas, least: int = 2000) -> Calibration:
     """The isotonic regression of "near a TSS" on the raw probability, over the model bins of ``datas`` (each a
-    ``CalibrationData``): one knot per block of the fit, at its bins' mean raw probability."""
+    ``CalibrationData``) in groups of at least ``least`` bins (``merged``): one knot per block of the fit, at its
+    bins' mean raw probability."""
     total, near, sum_p = pooled(datas)
     used = total > 0
     if not used.any():
         raise ValueError("no model bins to fit a calibration on")
-    total, near, sum_p = total[used], near[used], sum_p[used]
+    total, near, sum_p = merged(total[used], near[used], sum_p[used], least)
     ends, vals = pav(near / total, total)
     starts = np.concatenate([[0], ends[:-1]])
     x = np.array([sum_p[a:b].sum() / total[a:b].sum() for a, b in zip(starts, ends, strict=True)])

@@ -152,3 +152,41 @@ def test_evaluate_writes_the_evidence_predict_agrees_with(tmp_path):
                     if not line.startswith(("track", "#")))
     assert len(called) == len(data.peak_p) == 80
     np.testing.assert_allclose(np.sort(data.peak_p) * 1000, called, atol=0.51)  # the BED's score: p x 1000
+
+
+def test_the_proxy_calibration_fits_each_genome_on_the_other_folds_only(tmp_path):
+    """benchmarks/calibration.py on a work folder of seven held-out genomes: each genome is scored with the map fitted
+    on the genomes of the other folds (its fold-mate's data, made to disagree, changes nothing), and a seed missing
+    a genome is still reported from those present."""
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("calibration", REPO / "benchmarks" / "calibration.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(3)
+
+    def genome(rate_scale):
+        p = rng.random(20_000) ** 3
+        near = rng.random(len(p)) < np.clip(p * rate_scale, 0, 1)
+        d = CalibrationData(bp=20_000)
+        bins = logit_bin(p)
+        d.total += np.bincount(bins, minlength=len(d.total))
+        d.near += np.bincount(bins[near], minlength=len(d.near))
+        d.sum_p += np.bincount(bins, weights=p, minlength=len(d.sum_p))
+        return d
+
+    datas = {g: genome(0.2 if g == "ccrescentus" else 1.0) for gs in bench.FOLDS.values() for g in gs}
+    for fold, gs in bench.FOLDS.items():
+        for g in gs:
+            save_data(tmp_path / "r" / f"fold{fold}_seed0" / f"eval_{g}" / "calibration.npz", {g: datas[g]})
+    found = bench.find_evals(tmp_path, "r")
+    result = bench.one_seed(found[0], [0.3], "isotonic")
+    others = fit_isotonic([datas[g] for g in ("bacillus", "cjejuni", "selongatus", "saureus", "mtuberculosis")])
+    assert result["genomes"]["ecoli"]["ece"] == pytest.approx(ece(datas["ecoli"], others))
+    # E. coli's fold-mate (rates a fifth of the others') is never fitted on for E. coli, but scored badly itself
+    assert result["genomes"]["ccrescentus"]["ece"] > 5 * result["genomes"]["ecoli"]["ece"]
+    del found[0]["mtuberculosis"]
+    partial = bench.one_seed(found[0], [0.3], "isotonic")
+    assert set(partial["genomes"]) == set(datas) - {"mtuberculosis"}
