@@ -245,3 +245,36 @@ def test_the_model_help_names_the_bundled_models(command):
     text = " ".join(CliRunner().invoke(cli, [command, "--help"]).output.split())
     assert "genolin models" in text and bundled_models() in text
     assert f"bundled model's name ({', '.join(SHIPPED)};" in text if SHIPPED else "none in this install" in text
+
+
+def test_a_distilled_member_trains_its_teachers_first_and_names_them(tmp_path, monkeypatch):
+    """build with DISTIL: each teacher (a TEACHERS run, or another member) is trained before the student, once, and
+    the student's `genolin train` has a --teacher per teacher run; the card records the teachers."""
+    import genolin.models.build as build
+
+    monkeypatch.setattr(build, "TEACHERS", {"big": ("base", ("steps=9",))})
+    monkeypatch.setattr(build, "MEMBERS", {"other": ("base", "cuda", ()), "student": ("tiny", "cpu", ("x=1",))})
+    monkeypatch.setattr(build, "DISTIL", {"student": ("big", "other")})
+    ran = []
+
+    def fake_run(cmd, check):
+        out = Path(cmd[cmd.index("--out") + 1])
+        ran.append(cmd)
+        out.mkdir(parents=True)
+        (out / "trainer_state.json").write_text("{}")
+
+    monkeypatch.setattr(build.subprocess, "run", fake_run)
+    pairs = [("g.fa", "g.bed")]
+    teachers = build.teacher_runs("student", pairs, tmp_path, "cuda")
+    assert teachers == [tmp_path / "teachers" / "big", tmp_path / "other"]
+    assert build.teacher_runs("student", pairs, tmp_path, "cuda") == teachers and len(ran) == 2  # trained once
+    cmd = build.train_command(pairs, "tiny", ["x=1"], "cuda", tmp_path / "student", teachers)
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--teacher"] == [str(t) for t in teachers]
+    assert ran[0][ran[0].index("--preset") + 1] == "base" and "steps=9" in ran[0] and "--teacher" not in ran[0]
+    build.write_card(tmp_path, {"student": build.MEMBERS["student"]}, {"student": ["x=1"]})
+    card = json.loads((tmp_path / "model.json").read_text())
+    assert card["teachers"] == {"student": {"big": {"preset": "base", "settings": ["steps=9"]},
+                                            "other": {"preset": "base", "settings": []}}}
+    monkeypatch.setattr(build, "DISTIL", {"student": ("nobody",)})
+    with pytest.raises(SystemExit, match="teacher 'nobody'"):
+        build.teacher_runs("student", pairs, tmp_path, "cuda")

@@ -4,8 +4,10 @@ from, exported into this package (docs/model_card.md says what it is and how it 
     python -m genolin.models.build --shared ../shared/data --device cuda --work runs/ready
 
 Each member is ``genolin train --preset P`` (with the member's settings, MEMBERS) on every genome of READY with its TSS
-map, seed 0; the export keeps config.json (training paths reduced to file names) and the best weights, in bfloat16 for a
-member of over a million parameters (GPU inference runs in bfloat16 anyway; a CPU casts them back to float32).
+map, seed 0; a member with teachers (DISTIL: names of TEACHERS, runs trained the same way but not shipped, or of
+other members) is distilled from their ensemble (``--teacher``), each teacher trained first. The export keeps
+config.json (training paths reduced to file names) and the best weights, in bfloat16 for a member of over a million
+parameters (GPU inference runs in bfloat16 anyway; a CPU casts them back to float32).
 GENOMES is the registry of the eleven genomes the proxy (benchmarks/bacteria_proxy.py) holds out and scores.
 """
 
@@ -55,6 +57,11 @@ READY = [g for g in GENOMES if g != "ecoli"]
 MEMBERS = {"base": ("base", "cuda", ()),
            "s1": ("base", "cuda", ("stride=1", "tolerance_bins=1", "mutate_prob=0", "steps=4500")),
            "tiny": ("tiny", "cpu", ())}
+# runs that only teach members (genolin train --teacher), trained into WORK/teachers/NAME, not shipped:
+# name -> (preset, settings)
+TEACHERS: dict[str, tuple[str, tuple]] = {}
+# member -> the TEACHERS (or MEMBERS) it is distilled from
+DISTIL: dict[str, tuple[str, ...]] = {}
 NAME = "bacteria"
 SUMMARY = ("promoter track for bacterial genomes (TSS per bin and strand), trained on ten genomes of eight phyla "
            "with experimentally mapped TSSs")
@@ -67,6 +74,40 @@ def genome_files(shared: Path, names: list[str]) -> list[tuple[str, str]]:
     if missing:
         sys.exit(f"build: missing {', '.join(missing)} (the shared data folder: --shared)")
     return pairs
+
+
+def train_command(pairs: list[tuple[str, str]], preset: str, settings: list[str], device: str, out: Path,
+                  teachers: list[Path] = ()) -> list[str]:
+    """``genolin train`` of one run on ``pairs`` (seed 0), distilled from ``teachers`` when given."""
+    return [sys.executable, "-m", "genolin", "train", *[a for fa, bed in pairs for a in ("--fasta", fa, "--tss", bed)],
+            "--preset", preset, *[a for s in settings for a in ("--set", s)],
+            *[a for t in teachers for a in ("--teacher", str(t))], "--seed", "0", "--device", device, "--out", str(out)]
+
+
+def trained(run_dir: Path, cmd: list[str]) -> Path:
+    """``run_dir`` after ``cmd`` trained it (nothing run when it finished before)."""
+    if not (run_dir / "trainer_state.json").exists():
+        print("$", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+    return run_dir
+
+
+def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: str) -> list[Path]:
+    """The run folders ``member`` is distilled from (DISTIL), each trained first unless it is there: a TEACHERS
+    name in WORK/teachers/NAME, a member's in WORK/MEMBER."""
+    runs = []
+    for t in DISTIL.get(member, ()):
+        if t in TEACHERS:
+            preset, settings = TEACHERS[t]
+            runs.append(trained(work / "teachers" / t, train_command(pairs, preset, list(settings), device,
+                                                                     work / "teachers" / t)))
+        elif t in MEMBERS:
+            preset, _, settings = MEMBERS[t]
+            runs.append(trained(work / t, train_command(pairs, preset, list(settings), device, work / t,
+                                                        teacher_runs(t, pairs, work, device))))
+        else:
+            sys.exit(f"build: {member}'s teacher {t!r} is neither in TEACHERS nor in MEMBERS")
+    return runs
 
 
 def export(run_dir: Path, out: Path) -> None:
@@ -105,6 +146,9 @@ def write_card(out: Path, members: dict[str, tuple[str, str, tuple]], settings: 
                         for m in order},
             "settings": {m: settings[m] if m in members else old.get("settings", {}).get(m, list(MEMBERS[m][2]))
                          for m in order},
+            "teachers": {m: {t: {"preset": (TEACHERS.get(t) or MEMBERS[t])[0],
+                                 "settings": list((TEACHERS.get(t) or MEMBERS[t])[-1])} for t in DISTIL[m]}
+                         for m in order if DISTIL.get(m)},
             "training_genomes": {g: GENOMES[g][1] for g in READY},
             "built": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     (out / CARD).write_text(json.dumps(card, indent=2) + "\n")
@@ -125,15 +169,11 @@ def main() -> None:
     chosen = {m: MEMBERS[m] for m in args.member or MEMBERS}
     settings = {m: [*own, *(s.split(":", 1)[1] for s in args.set if s.split(":", 1)[0] == m)]
                 for m, (_, _, own) in chosen.items()}
+    work = Path(args.work)
     for member, (preset, _, _) in chosen.items():
-        run_dir = Path(args.work) / member
-        if not (run_dir / "trainer_state.json").exists():
-            cmd = [sys.executable, "-m", "genolin", "train", *[a for fa, bed in pairs for a in ("--fasta", fa, "--tss",
-                                                                                                 bed)],
-                   "--preset", preset, *[a for s in settings[member] for a in ("--set", s)], "--seed", "0",
-                   "--device", args.device, "--out", str(run_dir)]
-            print("$", " ".join(cmd), flush=True)
-            subprocess.run(cmd, check=True)
+        teachers = teacher_runs(member, pairs, work, args.device)
+        run_dir = trained(work / member, train_command(pairs, preset, settings[member], args.device, work / member,
+                                                       teachers))
         export(run_dir, Path(args.out) / member)
     write_card(Path(args.out), chosen, settings)
     print(f"-> {args.out}")
