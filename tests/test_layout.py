@@ -16,7 +16,7 @@ LAYERS = [
     ["genolin.mixers"],
     ["genolin.model"],
     ["genolin.config"],
-    ["genolin.tasks", "genolin.peaks"],
+    ["genolin.tasks", "genolin.peaks", "genolin.calibrate"],
     ["genolin.checkpoint", "genolin.device", "genolin.memory", "genolin.averaging", "genolin.schedule",
      "genolin.models"],
     ["genolin.inference"],
