@@ -95,23 +95,10 @@ def genome_list(path: str | os.PathLike) -> list[tuple[str, str | None, str | No
 
 
 def genome_names(fastas: list[str], given: list[str | None] | None = None) -> list[str]:
-    """A file name per genome, unique: the name given, else its FASTA's stem, a stem taken already suffixed _2,
-    _3, ... (the first free; names given are never taken)."""
-    from genolin.io.files import FASTA_SUFFIXES, file_stem
+    """A file name per genome, unique (``unique_names``): the name given, else its FASTA's stem."""
+    from genolin.io.files import FASTA_SUFFIXES, file_stem, unique_names
 
-    given = given or [None] * len(fastas)
-    names: list[str] = []
-    taken = {g for g in given if g}
-    for f, g in zip(fastas, given, strict=True):
-        if g:
-            names.append(g)
-            continue
-        name, n = file_stem(f, FASTA_SUFFIXES), 1
-        while name in names or name in taken:  # "g", "g" -> "g", "g_2"; "g_2", "g", "g" -> ..., "g_3"
-            n += 1
-            name = f"{file_stem(f, FASTA_SUFFIXES)}_{n}"
-        names.append(name)
-    return names
+    return unique_names([file_stem(f, FASTA_SUFFIXES) for f in fastas], given)
 
 
 def written_counts(prefix: Path) -> tuple[int, int, int]:

@@ -320,3 +320,15 @@ def test_a_list_with_a_header_names_each_genomes_files(tmp_path, slices):
         assert r.exit_code != 0 and message in r.output and "Traceback" not in r.output, r.output
     r = run_cli("predict", "--model", "bacteria", "--fasta", d / "a.fa", "--out", tmp_path / "o", "--summary", "s")
     assert r.exit_code == 2 and "--summary is the table of an --out-dir run" in r.output
+
+
+def test_training_genome_names_are_unique_as_predict_names_them():
+    """Stems "g_3", "g", "g": the third is g_2 (a suffix by position would give g_3 twice)."""
+    from genolin.io.fasta import Genome
+    from genolin.tasks.track_data import unique_genome_names
+
+    class Fake(Genome):
+        def __init__(self, path):
+            self.path = path
+
+    assert unique_genome_names([Fake("x/g_3.fa"), Fake("a/g.fa"), Fake("b/g.fa.gz")]) == ["g_3", "g", "g_2"]

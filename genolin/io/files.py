@@ -30,6 +30,21 @@ def file_stem(path: str | os.PathLike, suffixes: tuple[str, ...] = DATA_SUFFIXES
     return name or Path(path).name
 
 
+def unique_names(stems: list[str], given: list[str | None] | None = None) -> list[str]:
+    """One unique name per item: the name given, else its stem, a stem taken already suffixed _2, _3, ... (the first
+    free; names given are never taken): ["g_3", "g", "g", "g"] -> ["g_3", "g", "g_2", "g_4"]."""
+    given = given or [None] * len(stems)
+    taken = {g for g in given if g}
+    names: list[str] = []
+    for stem, own in zip(stems, given, strict=True):
+        name, n = own or stem, 1
+        while not own and (name in names or name in taken):
+            n += 1
+            name = f"{stem}_{n}"
+        names.append(name)
+    return names
+
+
 def sniff_compression(path: str | os.PathLike) -> str:
     """Return ``"plain"``, ``"gzip"`` or ``"bgzf"`` for an existing, non-empty file; InputError otherwise."""
     p = Path(path)

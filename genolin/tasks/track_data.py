@@ -29,7 +29,7 @@ from genolin.config import TrainConfig
 from genolin.errors import InputError
 from genolin.io.bed import Interval
 from genolin.io.fasta import Genome
-from genolin.io.files import FASTA_SUFFIXES, file_stem
+from genolin.io.files import FASTA_SUFFIXES, file_stem, unique_names
 from genolin.tasks.base import Batch
 from genolin.tasks.track_augment import collate_windows
 from genolin.tasks.track_distill import SoftTracks, mixed
@@ -303,9 +303,6 @@ def shared_contigs(genomes: list[Genome]) -> list[str]:
 
 
 def unique_genome_names(genomes: list[Genome]) -> list[str]:
-    """A short name per genome (``genome_name`` of its file), the second of equal names suffixed _2, ..."""
-    names: list[str] = []
-    for g in genomes:
-        name = genome_name(g.path)
-        names.append(name if name not in names else f"{name}_{len(names) + 1}")
-    return names
+    """A short name per genome (``genome_name`` of its file), unique (``unique_names``: a name taken already
+    suffixed with the first free _2, _3, ...)."""
+    return unique_names([genome_name(g.path) for g in genomes])
