@@ -229,7 +229,8 @@ def test_contig_predictions_gather_into_the_whole_genome_files(tmp_path):
 
 
 def test_genomes_in_groups_give_the_files_of_one_job_each(tmp_path):
-    """predict_options.group 2 over three genomes (one of them twice under two names): two `predict --out-dir` jobs
+    """predict_options.group 2 over three genomes (one of them twice under two names, one circular, one by a path
+    relative to the working directory): two `predict --out-dir` jobs, the circular genome in a group of its own,
     whose files equal those of one job per genome, byte for byte; group with scatter is refused."""
     from conftest import ECOLI_BGZ
 
@@ -238,13 +239,14 @@ def test_genomes_in_groups_give_the_files_of_one_job_each(tmp_path):
     (rec,) = read_fasta(ECOLI_BGZ)
     (tmp_path / "a.fa").write_text(f">a1\n{rec.seq[100_000:130_000].decode()}\n")
     (tmp_path / "b.fa").write_text(f">b1\n{rec.seq[600_000:625_000].decode()}\n")
-    genomes = {"g_one": tmp_path / "a.fa", "g_two": tmp_path / "b.fa", "g_three": tmp_path / "a.fa"}
+    genomes = {"g_one": tmp_path / "a.fa", "g_three": tmp_path / "a.fa",
+               "g_two": os.path.relpath(tmp_path / "b.fa", REPO)}
 
     def config(name, extra):
         path = tmp_path / f"{name}.yaml"
         path.write_text(f"results: {tmp_path / name}\ndevice: cpu\nready_models: [bacteria]\ngenomes:\n"
                         + "".join(f"  {g}: {f}\n" for g, f in genomes.items()) + "predict:\n"
-                        + "".join(f"  {g}: [bacteria]\n" for g in genomes)
+                        + "".join(f"  {g}: [bacteria]\n" for g in genomes) + "circular:\n  g_three: all\n"
                         + f"predict_options:\n  min_distance: 100\n  rc_average: true\n{extra}explain:\n  top: 0\n")
         return str(path)
 
@@ -257,8 +259,10 @@ def test_genomes_in_groups_give_the_files_of_one_job_each(tmp_path):
         for suffix in ("plus.bedGraph", "minus.bedGraph", "peaks.bed", "gff3"):
             got = (tmp_path / "grouped" / "predictions" / "bacteria" / f"{g}.{suffix}").read_text()
             assert got == (tmp_path / "single" / "predictions" / "bacteria" / f"{g}.{suffix}").read_text(), (g, suffix)
-    rows = (tmp_path / "grouped" / "predictions" / "bacteria" / "groups" / "0.summary.tsv").read_text().splitlines()
-    assert [r.split("\t")[0] for r in rows] == ["genome", "g_one", "g_two"]
+    groups = tmp_path / "grouped" / "predictions" / "bacteria" / "groups"
+    for number, names in ((0, ["g_one", "g_two"]), (1, ["g_three"])):
+        rows = (groups / f"{number}.summary.tsv").read_text().splitlines()
+        assert [r.split("\t")[0] for r in rows] == ["genome", *names]
     out = snakemake("-n", "--replace-workflow-config", "--configfile", config("both", "  group: 2\n  scatter: true\n"),
                     check=False)
     assert out.returncode != 0 and "scatter (a job per contig) and group" in out.stdout + out.stderr

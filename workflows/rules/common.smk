@@ -236,18 +236,26 @@ if SCATTER and GROUP > 1:
 
 def predict_groups():
     """(model, number, genomes) of each prediction job of predict_options.group: a model's genomes (in the order of
-    predict:) in groups of up to GROUP, each group one `genolin predict --out-dir` (one start-up and model load)."""
-    by_model = {}
+    predict:) in groups of up to GROUP, each group one `genolin predict --out-dir` (one start-up and model load).
+    Genomes share a group only with genomes of the same circular: setting (--circular applies to a whole job)."""
+    by_key = {}
     for genome, models in config["predict"].items():
+        circular = CIRCULAR.get(genome)
         for model in models:
-            by_model.setdefault(model, []).append(genome)
-    return [(model, i, genomes[j: j + GROUP]) for model, genomes in by_model.items()
-            for i, j in enumerate(range(0, len(genomes), GROUP))]
+            key = (model, repr(sorted(circular) if isinstance(circular, list) else circular))
+            by_key.setdefault(key, []).append(genome)
+    out, numbers = [], {}
+    for (model, _), genomes in by_key.items():
+        for j in range(0, len(genomes), GROUP):
+            numbers[model] = numbers.get(model, -1) + 1
+            out.append((model, numbers[model], genomes[j: j + GROUP]))
+    return out
 
 
 def genome_table(genomes):
     """A --genomes list (header name, fasta) of config genomes, as printf %b text."""
-    return "name\\tfasta\\n" + "".join(f"{g}\\t{GENOMES[g]}\\n" for g in genomes)
+    # absolute: genolin reads a list's relative paths from the list's folder, config paths are from the workdir
+    return "name\\tfasta\\n" + "".join(f"{g}\\t{os.path.abspath(GENOMES[g])}\\n" for g in genomes)
 
 
 def group_args(genomes):
