@@ -146,10 +146,13 @@ def teachers_of(settings: dict) -> list[str]:
     return [t for t in settings.get("teacher", "").split("+") if t]
 
 
-def teacher_place(teacher: str, place: tuple) -> tuple[str, tuple]:
-    """(recipe, (fold or "ready", seed)) of a teacher "NAME" or "NAME@S" for a student trained at ``place``."""
+def teacher_place(teacher: str, place: tuple, recipes: dict) -> tuple[str, tuple]:
+    """(recipe, (fold or "ready", seed)) of a teacher "NAME" or "NAME@S" (NAME a recipe) for a student trained at
+    ``place``; a teacher that is no recipe (a model, whatever its name holds) as it is, at ``place``."""
     name, at, seed = teacher.partition("@")
-    return name, (place[0], int(seed) if at else place[1])
+    if not at or name not in recipes:
+        return teacher, place
+    return name, (place[0], int(seed))
 
 
 def teacher_runs(runner: Runner, settings: dict, place: tuple) -> list[str]:
@@ -158,7 +161,7 @@ def teacher_runs(runner: Runner, settings: dict, place: tuple) -> list[str]:
     folder) as it is."""
     out = []
     for t in teachers_of(settings):
-        name, (where, seed) = teacher_place(t, place)
+        name, (where, seed) = teacher_place(t, place, runner.args.recipes)
         folder = f"ready_seed{seed}" if where == "ready" else f"fold{where}_seed{seed}"
         out.append(str(Path(runner.args.work) / name / folder / "run") if name in runner.args.recipes else t)
     return out
@@ -172,13 +175,18 @@ def recipe_seeds(settings: dict, seeds: list[int]) -> list[int]:
     return [x for x in seeds if x in mine]
 
 
-def check_teachers(recipes: dict, ready: bool, folds: bool) -> None:
+def check_teachers(recipes: dict, ready: bool, folds: bool, seeds: list[int]) -> None:
     """Exit naming a recipe whose teacher would leak a held-out genome (a model that is no recipe of the same fold,
-    in fold runs: a bundled model learnt from every genome but E. coli) or is itself a distilled recipe later in
-    the order (teachers train first)."""
+    in fold runs: a bundled model learnt from every genome but E. coli), is itself a distilled recipe later in
+    the order (teachers train first), or is a recipe's run of a seed ("NAME@S") that recipe does not train."""
     for name, settings in recipes.items():
         for t in teachers_of(settings):
-            t = t.partition("@")[0] if t.partition("@")[0] in recipes else t
+            recipe, at, seed = t.partition("@")
+            if at and recipe in recipes:
+                if not seed.isdigit() or int(seed) not in recipe_seeds(recipes[recipe], seeds):
+                    sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r}: {recipe} trains seeds "
+                             f"{recipe_seeds(recipes[recipe], seeds)}, not {seed!r}")
+                t = recipe
             if t not in recipes and folds:
                 sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} is no recipe; a fold's teacher must be "
                          f"trained without the fold's genomes (give a model only with --ready and --folds none)")
@@ -484,7 +492,7 @@ def main() -> None:
     recipes = setup(args, "bacteria_proxy", QUICK, folds=",".join(FOLDS))
     args.recipes = recipes
     fold_names = [] if args.folds == "none" else args.folds.split(",")
-    check_teachers(recipes, args.ready, bool(fold_names))
+    check_teachers(recipes, args.ready, bool(fold_names), [int(s) for s in str(args.seeds).split(",")])
     ensembles = dict(parse_ensemble(e, recipes) for e in args.ensemble)
     runner = Runner(args, data_paths(Path(args.shared)))
     first = next(iter(recipes))
@@ -498,7 +506,7 @@ def main() -> None:
     jobs += [(ready_run, name, s, seed) for seed in seeds for name, s in recipes.items()
              if seed in recipe_seeds(s, seeds)] if args.ready else []
     # a distilled recipe's job waits until its teacher recipes' runs (same fold; same seed, or "@S"'s) have finished
-    later = [j for j in jobs if any(teacher_place(t, ("", 0))[0] in recipes for t in teachers_of(j[2]))]
+    later = [j for j in jobs if any(teacher_place(t, ("", 0), recipes)[0] in recipes for t in teachers_of(j[2]))]
     jobs = [j for j in jobs if j not in later]
     meta = {**run_metadata("bacteria_proxy", {k: v for k, v in vars(args).items() if k != "recipe"}),
             "recipes": recipes, "ensembles": ensembles, "folds": FOLDS}
@@ -516,7 +524,13 @@ def main() -> None:
     with cf.ThreadPoolExecutor(args.parallel) as pool:
         pending = {pool.submit(slots.run, job[0], runner, *job[1:]): [job[0].__name__, *job[1:2], *job[3:]]
                    for job in jobs}
-        finished: set[tuple] = set()  # (recipe, fold or "ready", seed) of the trainings done
+        # (recipe, fold or "ready", seed) of the trainings done: this run's, and those found in --work (a teacher
+        # "NAME@S" whose seed this run does not train)
+        finished: set[tuple] = {(r, *place) for r in recipes for place in
+                                [(f, s) for f in fold_names for s in seeds] + [("ready", s) for s in seeds]
+                                if (Path(args.work) / r / (f"fold{place[0]}_seed{place[1]}" if place[0] != "ready"
+                                                           else f"ready_seed{place[1]}") / "run"
+                                    / "trainer_state.json").exists()}
 
         def submit(fn, *job_args, label):
             pending[pool.submit(slots.run, fn, runner, *job_args)] = label
@@ -534,7 +548,7 @@ def main() -> None:
                 # a distilled recipe once its teacher recipes' runs are trained
                 for student in list(later):
                     mine = place_of([student[0].__name__, *student[1:2], *student[3:]])
-                    wanted = [teacher_place(t, mine) for t in teachers_of(student[2])]
+                    wanted = [teacher_place(t, mine, recipes) for t in teachers_of(student[2])]
                     if all((t, *where) in finished for t, where in wanted if t in recipes):
                         later.remove(student)
                         submit(student[0], *student[1:], label=[student[0].__name__, *student[1:2], *student[3:]])

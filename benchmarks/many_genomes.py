@@ -81,7 +81,9 @@ def main() -> None:
     one, one_loaded = timed([*base, *[a for f in fastas for a in ("--fasta", str(f))], "--out-dir",
                              str(work / "one")], env)
     (work / "each").mkdir(exist_ok=True)
-    alone = fastas[:args.separate] if args.separate else fastas
+    alone = fastas if args.separate is None else fastas[:args.separate]
+    if not alone:
+        sys.exit("many_genomes: --separate needs at least one genome")
     runs = [timed([*base, "--fasta", str(f), "--out", str(work / "each" / f.name.split(".")[0])], env) for f in alone]
     each, each_loaded = sum(r[0] for r in runs), sum(r[1] for r in runs)
     same = all((work / "one" / f"{f.name.split('.')[0]}.peaks.bed").read_text().splitlines()[1:]

@@ -7,12 +7,14 @@
     fit_isotonic(datas) -> Calibration: a monotone map from probability to "a TSS within NEAR_BP", fitted on the
         bin counts (pool-adjacent-violators); Calibration.apply(p)
     reliability(data, calibration) -> rows (mean value, observed rate, bins); ece(data, calibration)
-    calls_at(data, calibration, threshold) / calls_top(data, n): precision and recall of calls
+    calls_at(data, calibration, threshold) / calls_top(data, per_mbp): precision and recall of calls
 
 A model bin of ``stride`` bp starting at s is *near* a TSS when a TSS of its strand lies within ``NEAR_BP`` of one of
 its bases: s - NEAR_BP <= t < s + stride + NEAR_BP. A calibrated value p at a bin then reads "a mapped TSS of this
 strand within 20 bp, with probability p" (on genomes like those it was fitted on: held out from the model). Calls
-are matched as ``track_calls`` matches them: a call (its bin's centre) and a TSS of its strand within 20 bp.
+are matched as ``track_calls`` matches them, a call (its bin's centre) and a TSS of its strand within 20 bp, but
+without the wrap around a circular contig's origin and against the TSSs inside the scored region only (a bin or call
+within 20 bp of a region's end may miss a TSS just past it: a few of a genome's thousands).
 """
 
 from __future__ import annotations
@@ -213,11 +215,13 @@ def fit_platt(datas, steps: int = 50) -> Calibration:
     written as knots at the logit bins' edges so it applies as an isotonic map does."""
     total, near, sum_p = pooled(datas)
     used = total > 0
+    if not used.any():
+        raise ValueError("no model bins to fit a calibration on")
     z = logit(sum_p[used] / total[used])
     n, k = total[used].astype(np.float64), near[used].astype(np.float64)
     a, b = 1.0, 0.0
     for _ in range(steps):
-        q = 1 / (1 + np.exp(-(a * z + b)))
+        q = 0.5 * (1 + np.tanh((a * z + b) / 2))  # the logistic function, without overflow
         g = np.array([np.sum((k - n * q) * z), np.sum(k - n * q)])
         w = n * q * (1 - q)
         h = np.array([[np.sum(w * z * z), np.sum(w * z)], [np.sum(w * z), np.sum(w)]]) + 1e-9 * np.eye(2)
@@ -225,8 +229,10 @@ def fit_platt(datas, steps: int = 50) -> Calibration:
         a, b = a + step[0], b + step[1]
         if np.abs(step).max() < 1e-10:
             break
+    if not a > 0:
+        raise ValueError(f"Platt scaling found no rising fit (slope {a:.3g}): the values do not rank these bins")
     edges = LOGIT_EDGES
-    return Calibration(1 / (1 + np.exp(-edges)), 1 / (1 + np.exp(-(a * edges + b))), "platt")
+    return Calibration(1 / (1 + np.exp(-edges)), 0.5 * (1 + np.tanh((a * edges + b) / 2)), "platt")
 
 
 def reliability(data: CalibrationData, calibration: Calibration | None = None, groups: int = 10
@@ -288,7 +294,8 @@ def calls_at(data: CalibrationData, calibration: Calibration | None, threshold: 
 
 
 def calls_top(data: CalibrationData, per_mbp: float) -> dict:
-    """``call_figures`` of the genome's most probable peaks at ``per_mbp`` calls per Mbp (the density rule)."""
+    """``call_figures`` of the genome's most probable peaks at ``per_mbp`` calls per Mbp over the whole genome (the
+    density rule, which predict applies per contig in proportion to its length: the same on one chromosome)."""
     k = min(len(data.peak_p), int(data.bp * per_mbp / 1e6 + 0.5))
     chosen = np.zeros(len(data.peak_p), dtype=bool)
     chosen[np.argsort(-data.peak_p, kind="stable")[:k]] = True

@@ -50,7 +50,7 @@ SUMMARY_COLUMNS = ("genome", "fasta", "contigs", "bp", "calls", "seconds", "stat
 
 
 LIST_COLUMNS = ("name", "fasta", "annotation")  # a --genomes file's header may name these (fasta required)
-NAME_CHARS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+NAME_CHARS = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
 def genome_list(path: str | os.PathLike) -> list[tuple[str, str | None, str | None]]:
@@ -81,9 +81,9 @@ def genome_list(path: str | os.PathLike) -> list[tuple[str, str | None, str | No
         row = dict(zip(cols, fields, strict=False))
         name = row.get("name")
         if name is not None:
-            if not NAME_CHARS.fullmatch(name) or name == "summary":
+            if not NAME_CHARS.fullmatch(name):
                 raise InputError(path, f"line {n}: genome name {name!r} is no file name (letters, digits, '.', '_', "
-                                       "'-'; not starting with '.' or '-'; not 'summary')")
+                                       "'-'; not starting with '.')")
             if name in names:
                 raise InputError(path, f"line {n}: genome name {name!r} given twice")
             names.add(name)

@@ -115,3 +115,16 @@ def test_the_proxy_quick_run_scores_an_ensemble(tmp_path):
     for v in again["both"]["genomes"].values():
         assert math.isfinite(v["auprc"]) and 0 < v["auprc"] <= 1 and v["ratio"] > 0
     assert "`genolin evaluate` with every member" in product.with_suffix(".md").read_text()
+
+
+def test_teachers_at_a_seed_are_placed_and_checked(proxy):
+    """"A@0" is recipe A's seed-0 run for a student of any seed; a model name holding "@" stays a model; a seed the
+    teacher recipe does not train is refused in one line."""
+    recipes = {"A": {"seeds": "0"}, "S": {"teacher": "A@0"}}
+    assert proxy.teacher_place("A@0", ("B", 2), recipes) == ("A", ("B", 0))
+    assert proxy.teacher_place("A", ("B", 2), recipes) == ("A", ("B", 2))
+    assert proxy.teacher_place("runs/x@y", ("ready", 1), recipes) == ("runs/x@y", ("ready", 1))
+    assert proxy.recipe_seeds(recipes["A"], [0, 1, 2]) == [0] and proxy.recipe_seeds({}, [0, 1]) == [0, 1]
+    proxy.check_teachers(recipes, False, True, [0, 1, 2])
+    with pytest.raises(SystemExit, match="teacher 'A@1': A trains seeds \\[0\\], not '1'"):
+        proxy.check_teachers({"A": {"seeds": "0"}, "S": {"teacher": "A@1"}}, False, True, [0, 1])

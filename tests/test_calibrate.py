@@ -190,3 +190,17 @@ def test_the_proxy_calibration_fits_each_genome_on_the_other_folds_only(tmp_path
     del found[0]["mtuberculosis"]
     partial = bench.one_seed(found[0], [0.3], "isotonic")
     assert set(partial["genomes"]) == set(datas) - {"mtuberculosis"}
+
+
+def test_fits_without_data_or_with_values_that_do_not_rank_are_refused():
+    with pytest.raises(ValueError, match="no model bins"):
+        fit_isotonic([CalibrationData()])
+    with pytest.raises(ValueError, match="no model bins"):
+        fit_platt([CalibrationData()])
+    d = CalibrationData()  # the higher the value, the fewer bins near a TSS
+    for p, rate in ((0.01, 0.5), (0.1, 0.2), (0.5, 0.01)):
+        i = logit_bin(np.array([p]))[0]
+        d.total[i], d.near[i], d.sum_p[i] = 1000, int(1000 * rate), 1000 * p
+    with pytest.raises(ValueError, match="no rising fit"):
+        fit_platt([d])
+    assert np.ptp(fit_isotonic([d], least=1).y) == 0  # isotonic: one flat block

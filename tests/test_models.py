@@ -278,3 +278,6 @@ def test_a_distilled_member_trains_its_teachers_first_and_names_them(tmp_path, m
     monkeypatch.setattr(build, "DISTIL", {"student": ("nobody",)})
     with pytest.raises(SystemExit, match="teacher 'nobody'"):
         build.teacher_runs("student", pairs, tmp_path, "cuda")
+    monkeypatch.setattr(build, "DISTIL", {"student": ("other",), "other": ("student",)})
+    with pytest.raises(SystemExit, match="student -> other -> student: a member cannot be its own teacher"):
+        build.teacher_runs("student", pairs, tmp_path / "cycle", "cuda")

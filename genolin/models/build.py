@@ -92,19 +92,25 @@ def trained(run_dir: Path, cmd: list[str]) -> Path:
     return run_dir
 
 
-def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: str) -> list[Path]:
+def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: str,
+                 settings: dict[str, list[str]] | None = None, chain: tuple[str, ...] = ()) -> list[Path]:
     """The run folders ``member`` is distilled from (DISTIL), each trained first unless it is there: a TEACHERS
-    name in WORK/teachers/NAME, a member's in WORK/MEMBER."""
+    name in WORK/teachers/NAME, a member's in WORK/MEMBER (with its ``settings`` of this build, --set included,
+    where given). A member that teaches itself, through others or not, is refused."""
     runs = []
     for t in DISTIL.get(member, ()):
+        if t == member or t in chain:
+            sys.exit(f"build: {' -> '.join([*chain, member, t])}: a member cannot be its own teacher")
         if t in TEACHERS:
-            preset, settings = TEACHERS[t]
-            runs.append(trained(work / "teachers" / t, train_command(pairs, preset, list(settings), device,
+            preset, own = TEACHERS[t]
+            runs.append(trained(work / "teachers" / t, train_command(pairs, preset, list(own), device,
                                                                      work / "teachers" / t)))
         elif t in MEMBERS:
-            preset, _, settings = MEMBERS[t]
-            runs.append(trained(work / t, train_command(pairs, preset, list(settings), device, work / t,
-                                                        teacher_runs(t, pairs, work, device))))
+            preset, _, own = MEMBERS[t]
+            mine = (settings or {}).get(t, list(own))
+            runs.append(trained(work / t, train_command(pairs, preset, mine, device, work / t,
+                                                        teacher_runs(t, pairs, work, device, settings,
+                                                                     (*chain, member)))))
         else:
             sys.exit(f"build: {member}'s teacher {t!r} is neither in TEACHERS nor in MEMBERS")
     return runs
@@ -148,7 +154,8 @@ def write_card(out: Path, members: dict[str, tuple[str, str, tuple]], settings: 
                          for m in order},
             "teachers": {m: {t: {"preset": (TEACHERS.get(t) or MEMBERS[t])[0],
                                  "settings": list((TEACHERS.get(t) or MEMBERS[t])[-1])} for t in DISTIL[m]}
-                         for m in order if DISTIL.get(m)},
+                         if m in members else old.get("teachers", {}).get(m) for m in order
+                         if (DISTIL.get(m) if m in members else old.get("teachers", {}).get(m))},
             "training_genomes": {g: GENOMES[g][1] for g in READY},
             "built": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     (out / CARD).write_text(json.dumps(card, indent=2) + "\n")
@@ -171,7 +178,7 @@ def main() -> None:
                 for m, (_, _, own) in chosen.items()}
     work = Path(args.work)
     for member, (preset, _, _) in chosen.items():
-        teachers = teacher_runs(member, pairs, work, args.device)
+        teachers = teacher_runs(member, pairs, work, args.device, settings)
         run_dir = trained(work / member, train_command(pairs, preset, settings[member], args.device, work / member,
                                                        teachers))
         export(run_dir, Path(args.out) / member)
