@@ -29,11 +29,19 @@ LOGIT_EDGES = np.linspace(-16.0, 16.0, 641)  # 640 bins of 0.05 logits; probabil
 PEAKS_PER_MBP = 2000.0  # local maxima kept per Mbp (both strands): beyond every threshold or density of use
 
 
+def logit(p) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1 - 1e-12)
+    return np.log(p) - np.log1p(-p)
+
+
+def sigmoid(z) -> np.ndarray:
+    """The logistic function, without overflow."""
+    return 0.5 * (1 + np.tanh(np.asarray(z, dtype=np.float64) / 2))
+
+
 def logit_bin(p: np.ndarray) -> np.ndarray:
     """Bin index in ``LOGIT_EDGES`` of each probability."""
-    p = np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1 - 1e-12)
-    z = np.log(p) - np.log1p(-p)
-    return np.clip(np.searchsorted(LOGIT_EDGES, z, side="right") - 1, 0, len(LOGIT_EDGES) - 2)
+    return np.clip(np.searchsorted(LOGIT_EDGES, logit(p), side="right") - 1, 0, len(LOGIT_EDGES) - 2)
 
 
 @dataclass
@@ -65,18 +73,11 @@ class CalibrationData:
             self.near += np.bincount(idx[near], minlength=len(self.near))
             self.sum_p += np.bincount(idx, weights=p.astype(np.float64), minlength=len(self.sum_p))
 
-    def add_tss(self, tss: list[np.ndarray]) -> int:
-        """Count a contig's scored TSSs (per strand, sorted); the index of its first."""
-        first = self.n_tss
-        self.n_tss += sum(len(t) for t in tss)
-        return first
-
-    def add_peaks(self, calls: list[tuple[int, float, str]], stride: int, tss: list[np.ndarray], first_tss: int
-                  ) -> None:
-        """A contig's local maxima [(bin, p, strand)], matched to its TSSs (numbered from ``first_tss``, + strand
-        first)."""
+    def add_peaks(self, calls: list[tuple[int, float, str]], stride: int, tss: list[np.ndarray]) -> None:
+        """A contig's local maxima [(bin, p, strand)] matched to its scored TSSs (sorted, per strand), which are
+        numbered on from the genome's TSSs so far (+ strand first) and counted."""
         p, lo, hi = [], [], []
-        offset = first_tss
+        offset = self.n_tss
         for strand, sign in enumerate("+-"):
             mine = [(b, v) for b, v, s in calls if s == sign]
             centre = np.array([b * stride + stride // 2 for b, _ in mine], dtype=np.int64)
@@ -88,6 +89,7 @@ class CalibrationData:
         self.peak_p = np.concatenate([self.peak_p, *p])
         self.peak_lo = np.concatenate([self.peak_lo, *lo])
         self.peak_hi = np.concatenate([self.peak_hi, *hi])
+        self.n_tss = offset
 
 
 FIELDS = ("total", "near", "sum_p", "peak_p", "peak_lo", "peak_hi")
@@ -119,11 +121,6 @@ def load_data(path: str | Path) -> dict[str, CalibrationData]:
 
 
 # -- fitting ---------------------------------------------------------------------------------------------------
-def logit(p) -> np.ndarray:
-    p = np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1 - 1e-12)
-    return np.log(p) - np.log1p(-p)
-
-
 @dataclass
 class Calibration:
     """A monotone map of a model's probabilities: ``y`` (non-decreasing) at the knots ``x`` (increasing raw
@@ -152,10 +149,14 @@ class Calibration:
 
 
 def pooled(datas) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(total, near, sum_p) of several genomes' ``CalibrationData``, summed."""
+    """(total, near, sum_p) of the logit bins holding model bins, summed over several genomes' ``CalibrationData``;
+    a ValueError when none does."""
     datas = list(datas)
-    return (np.sum([d.total for d in datas], axis=0), np.sum([d.near for d in datas], axis=0),
-            np.sum([d.sum_p for d in datas], axis=0))
+    total, near, sum_p = (np.sum([getattr(d, f) for d in datas], axis=0) for f in ("total", "near", "sum_p"))
+    used = total > 0
+    if not used.any():
+        raise ValueError("no model bins to fit a calibration on")
+    return total[used], near[used], sum_p[used]
 
 
 def pav(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -198,11 +199,7 @@ def fit_isotonic(datas, least: int = 2000) -> Calibration:
     """The isotonic regression of "near a TSS" on the raw probability, over the model bins of ``datas`` (each a
     ``CalibrationData``) in groups of at least ``least`` bins (``merged``): one knot per block of the fit, at its
     bins' mean raw probability."""
-    total, near, sum_p = pooled(datas)
-    used = total > 0
-    if not used.any():
-        raise ValueError("no model bins to fit a calibration on")
-    total, near, sum_p = merged(total[used], near[used], sum_p[used], least)
+    total, near, sum_p = merged(*pooled(datas), least)
     ends, vals = pav(near / total, total)
     starts = np.concatenate([[0], ends[:-1]])
     x = np.array([sum_p[a:b].sum() / total[a:b].sum() for a, b in zip(starts, ends, strict=True)])
@@ -213,15 +210,12 @@ def fit_isotonic(datas, least: int = 2000) -> Calibration:
 def fit_platt(datas, steps: int = 50) -> Calibration:
     """Platt scaling: P(near) = sigmoid(a logit(p) + b), fitted by Newton's method on the bins of ``datas``;
     written as knots at the logit bins' edges so it applies as an isotonic map does."""
-    total, near, sum_p = pooled(datas)
-    used = total > 0
-    if not used.any():
-        raise ValueError("no model bins to fit a calibration on")
-    z = logit(sum_p[used] / total[used])
-    n, k = total[used].astype(np.float64), near[used].astype(np.float64)
+    n, k, sum_p = pooled(datas)
+    z = logit(sum_p / n)
+    n, k = n.astype(np.float64), k.astype(np.float64)
     a, b = 1.0, 0.0
     for _ in range(steps):
-        q = 0.5 * (1 + np.tanh((a * z + b) / 2))  # the logistic function, without overflow
+        q = sigmoid(a * z + b)
         g = np.array([np.sum((k - n * q) * z), np.sum(k - n * q)])
         w = n * q * (1 - q)
         h = np.array([[np.sum(w * z * z), np.sum(w * z)], [np.sum(w * z), np.sum(w)]]) + 1e-9 * np.eye(2)
@@ -231,19 +225,22 @@ def fit_platt(datas, steps: int = 50) -> Calibration:
             break
     if not a > 0:
         raise ValueError(f"Platt scaling found no rising fit (slope {a:.3g}): the values do not rank these bins")
-    edges = LOGIT_EDGES
-    return Calibration(1 / (1 + np.exp(-edges)), 0.5 * (1 + np.tanh((a * edges + b) / 2)), "platt")
+    return Calibration(sigmoid(LOGIT_EDGES), sigmoid(a * LOGIT_EDGES + b), "platt")
+
+
+def values(data: CalibrationData, calibration: Calibration | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(model bins, those near a TSS, their mean value: raw, or calibrated) of the logit bins holding model bins."""
+    used = data.total > 0
+    total, near = data.total[used].astype(np.float64), data.near[used].astype(np.float64)
+    value = data.sum_p[used] / total
+    return total, near, value if calibration is None else calibration.apply(value).astype(np.float64)
 
 
 def reliability(data: CalibrationData, calibration: Calibration | None = None, groups: int = 10
                 ) -> list[tuple[float, float, int]]:
     """Rows (mean calibrated value, observed rate of bins near a TSS, bins) over ``groups`` groups of about equal
     bins, ordered by value (raw values when ``calibration`` is None)."""
-    used = data.total > 0
-    total, near = data.total[used], data.near[used]
-    value = data.sum_p[used] / total
-    if calibration is not None:
-        value = calibration.apply(value).astype(np.float64)
+    total, near, value = values(data, calibration)
     cum = np.cumsum(total)
     group = np.minimum((cum - total / 2) * groups // cum[-1], groups - 1).astype(int)
     rows = []
@@ -258,11 +255,7 @@ def reliability(data: CalibrationData, calibration: Calibration | None = None, g
 def ece(data: CalibrationData, calibration: Calibration | None = None, groups: int = 15) -> float:
     """Expected calibration error over ``groups`` equal-width groups of the (calibrated) value in [0, 1]: the
     bins' weighted mean |observed rate - mean value|."""
-    used = data.total > 0
-    total, near = data.total[used].astype(np.float64), data.near[used].astype(np.float64)
-    value = data.sum_p[used] / total
-    if calibration is not None:
-        value = calibration.apply(value).astype(np.float64)
+    total, near, value = values(data, calibration)
     group = np.minimum((value * groups).astype(int), groups - 1)
     k = np.bincount(group, weights=near, minlength=groups)
     s = np.bincount(group, weights=value * total, minlength=groups)

@@ -84,7 +84,7 @@ def test_calls_figures_match_a_direct_count():
     tss = [np.sort(rng.choice(20_000, 40, replace=False)), np.sort(rng.choice(20_000, 30, replace=False))]
     calls = [(int(b), float(rng.random()), s) for s in "+-" for b in rng.choice(5_000, 60, replace=False)]
     data = CalibrationData(bp=20_000)
-    data.add_peaks(calls, stride, tss, data.add_tss(tss))
+    data.add_peaks(calls, stride, tss)
     cal = Calibration(np.array([0.1, 0.9]), np.array([0.0, 1.0]))
     for figures, chosen in ((calls_at(data, None, 0.6), [c for c in calls if c[1] >= 0.6]),
                             (calls_at(data, cal, 0.5), [c for c in calls if cal.apply(c[1]) >= 0.5]),

@@ -98,16 +98,17 @@ def score_regions(predictor, data: TrackData, regions: list[Region], *, bin_bp: 
             hi = (np.minimum(starts + stride, b) - 1) // bin_bp - e0
             for idx in (lo, hi):  # a model bin overlaps one evaluation bin or two
                 np.maximum.at(p, idx, probs)
-            called = peaks.feed(contig, first, probs, final=first + len(probs) == end_bin)
+            final = first + len(probs) == end_bin
+            called = peaks.feed(contig, first, probs, final=final)
             found = found if called is None else called  # the region's calls come with its last piece
             if calibration:
                 cal.add_bins(first, probs, stride, inside)
-                got = top.feed(contig, first, probs, final=first + len(probs) == end_bin)
+                got = top.feed(contig, first, probs, final=final)
                 tops = tops if got is None else got
         if peaks.cut is not None and peaks.cut.k:  # a region with no calls to make has no cut
             part["cuts"] = part.get("cuts", []) + [peaks.cut.floor]
         if calibration:
-            cal.add_peaks(tops, stride, inside, cal.add_tss(inside))
+            cal.add_peaks(tops, stride, inside)
         for strand, here in enumerate(inside):
             y[here // bin_bp - e0, strand] = 1
             part["tss"][(contig, strand)] = here
