@@ -116,14 +116,15 @@ def written_counts(prefix: Path) -> tuple[int, int, int]:
     return contigs, bp, calls
 
 
-def predict_genomes(run, genomes: list[tuple], out_dir: str | os.PathLike, options: PredictOptions,
-                    circular: list[str] | tuple[str, ...] = (), summary: str | os.PathLike | None = None) -> str:
-    """Each (FASTA, annotation or None[, name or None]) of ``genomes`` predicted as a genome of its own into
-    DIR/<name>.* (``genome_names``: the name given, else the FASTA's stem; ``predict``'s files, with the annotation's
-    gene links), the model loaded once. A genome that fails on bad input is reported (a warning, and its row of the
-    summary) and the run goes on, to end with an InputError naming the summary when any failed. The summary
-    (``summary``, default DIR/summary.tsv; SUMMARY_COLUMNS) is rewritten after every genome, so an interrupted run
-    leaves the finished genomes' files and their rows, and no part of the one it was on."""
+def predict_genomes(run, genomes: list[tuple[str, str | None, str | None]], out_dir: str | os.PathLike,
+                    options: PredictOptions, circular: list[str] | tuple[str, ...] = (),
+                    summary: str | os.PathLike | None = None) -> str:
+    """Each (FASTA, annotation or None, name or None) of ``genomes`` (``genome_list``'s) predicted as a genome of
+    its own into DIR/<name>.* (``genome_names``: the name given, else the FASTA's stem; ``predict``'s files, with the
+    annotation's gene links), the model loaded once. A genome that fails on bad input is reported (a warning, and
+    its row of the summary) and the run goes on, to end with an InputError naming the summary when any failed. The
+    summary (``summary``, default DIR/summary.tsv; SUMMARY_COLUMNS) is rewritten after every genome, so an
+    interrupted run leaves the finished genomes' files and their rows, and no part of the one it was on."""
     import dataclasses
     import logging
     import time
@@ -139,10 +140,10 @@ def predict_genomes(run, genomes: list[tuple], out_dir: str | os.PathLike, optio
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[list] = []
     failed = 0
-    names = genome_names([g[0] for g in genomes], [g[2] if len(g) > 2 else None for g in genomes])
+    names = genome_names([f for f, _, _ in genomes], [n for _, _, n in genomes])
     summary = Path(summary) if summary else out_dir / "summary.tsv"
     with progress_bar(total=len(genomes), unit="genome", desc="genomes", enabled=options.progress) as bar:
-        for (fasta, genes, *_), name in zip(genomes, names, strict=True):
+        for (fasta, genes, _), name in zip(genomes, names, strict=True):
             t0 = time.perf_counter()
             quiet = dataclasses.replace(options, genes=genes, progress=False if len(genomes) > 1 else options.progress)
             try:
@@ -166,7 +167,7 @@ def predict_genomes(run, genomes: list[tuple], out_dir: str | os.PathLike, optio
             bar.update(1)
     if failed:
         raise InputError(summary, f"{failed} of {len(genomes)} genome(s) failed (their rows say why); "
-                                                  f"the other {len(genomes) - failed} were predicted")
+                                  f"the other {len(genomes) - failed} were predicted")
     return f"{len(genomes)} genome(s) predicted -> {out_dir}/<genome>.*, {summary}"
 
 

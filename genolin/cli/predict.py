@@ -124,8 +124,9 @@ def predict(model_dirs, fasta, csv, out, out_dir, genome_file, summary, genes, r
     try:
         log = logging.getLogger("genolin")
         if out_dir:
-            genomes = genome_list(genome_file) if genome_file else list(zip(fasta, genes or [None] * len(fasta),
-                                                                            strict=True))
+            genomes = genome_list(genome_file) if genome_file else [(f, g, None) for f, g in
+                                                                    zip(fasta, genes or [None] * len(fasta),
+                                                                        strict=True)]
             log.info("%s", predict_genomes(run, genomes, out_dir, options, circular, summary))
         else:
             log.info("%s", run_prediction(run, inputs, out, options))

@@ -210,11 +210,8 @@ def evaluate_args(wildcards, input):
 
 
 def predict_args(wildcards):
-    """Options of genolin predict; without a threshold or a density each model calls at its training genomes'
-    TSS density."""
-    o = config["predict_options"]
-    rc = "--rc-average" if o["rc_average"] else "--no-rc-average"
-    return f"{call_args()} {rc} {circular_arg([wildcards.genome])}".strip()
+    """Options of genolin predict for one genome (``group_args``)."""
+    return group_args([wildcards.genome])
 
 
 def call_args():
@@ -259,7 +256,8 @@ def genome_table(genomes):
 
 
 def group_args(genomes):
-    """Options of genolin predict for a group of genomes (predict_args' for one)."""
+    """Options of genolin predict for these genomes; without a threshold or a density each model calls at its
+    training genomes' TSS density."""
     o = config["predict_options"]
     rc = "--rc-average" if o["rc_average"] else "--no-rc-average"
     return f"{call_args()} {rc} {circular_arg(genomes)}".strip()
