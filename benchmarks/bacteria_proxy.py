@@ -155,15 +155,20 @@ def teacher_place(teacher: str, place: tuple, recipes: dict) -> tuple[str, tuple
     return name, (place[0], int(seed))
 
 
+def place_folder(work: str | Path, recipe: str, place: tuple) -> Path:
+    """WORK/RECIPE/fold{F}_seed{S} of a fold run at (fold, seed), WORK/RECIPE/ready_seed{S} at ("ready", seed)."""
+    where, seed = place
+    return Path(work) / recipe / (f"ready_seed{seed}" if where == "ready" else f"fold{where}_seed{seed}")
+
+
 def teacher_runs(runner: Runner, settings: dict, place: tuple) -> list[str]:
     """The teacher runs of a recipe trained at ``place`` ((fold, seed) or ("ready", seed)): each teacher recipe's
     run of the same fold and seed (of seed S for "NAME@S"); a name that is no recipe (a bundled model, a run
     folder) as it is."""
     out = []
     for t in teachers_of(settings):
-        name, (where, seed) = teacher_place(t, place, runner.args.recipes)
-        folder = f"ready_seed{seed}" if where == "ready" else f"fold{where}_seed{seed}"
-        out.append(str(Path(runner.args.work) / name / folder / "run") if name in runner.args.recipes else t)
+        name, at = teacher_place(t, place, runner.args.recipes)
+        out.append(str(place_folder(runner.args.work, name, at) / "run") if name in runner.args.recipes else t)
     return out
 
 
@@ -211,7 +216,7 @@ def run_record(run_dir: Path) -> dict:
 
 def fold_run(runner: Runner, recipe: str, settings: dict, fold: str, seed: int, gpu: int | None) -> dict:
     """Train on every genome outside ``fold``, score each scored genome of it."""
-    work = Path(runner.args.work) / recipe / f"fold{fold}_seed{seed}"
+    work = place_folder(runner.args.work, recipe, (fold, seed))
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
     trained = [g for g in GENOMES if g not in FOLDS[fold]]
@@ -272,9 +277,9 @@ def ensemble_run(runner: Runner, name: str, members: list[dict], gpu: int | None
     the members' mean 50-bp scores (``Runner.ensemble``)."""
     first = members[0]
     fold, seed = first["fold"], first["seed"]
-    work = Path(runner.args.work) / name / f"fold{fold}_seed{seed}"
+    work = place_folder(runner.args.work, name, (fold, seed))
     work.mkdir(parents=True, exist_ok=True)
-    runs = [Path(runner.args.work) / m["recipe"] / f"fold{fold}_seed{seed}" / "run" for m in members]
+    runs = [place_folder(runner.args.work, m["recipe"], (fold, seed)) / "run" for m in members]
     seconds = [m["train_seconds"] for m in members]
     clocks = [m["by_clock"] for m in members]
     row = {"kind": "fold", "recipe": name, "settings": {"members": "+".join(m["recipe"] for m in members)},
@@ -308,7 +313,7 @@ def parse_ensemble(text: str, recipes: dict) -> tuple[str, list[str]]:
 
 def ready_run(runner: Runner, recipe: str, settings: dict, seed: int, gpu: int | None) -> dict:
     """Train on every READY genome; score E. coli (held out)."""
-    work = Path(runner.args.work) / recipe / f"ready_seed{seed}"
+    work = place_folder(runner.args.work, recipe, ("ready", seed))
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
     seconds = runner.train(run_dir, [runner.data[g] for g in READY], settings, seed, log, gpu,
@@ -492,7 +497,8 @@ def main() -> None:
     recipes = setup(args, "bacteria_proxy", QUICK, folds=",".join(FOLDS))
     args.recipes = recipes
     fold_names = [] if args.folds == "none" else args.folds.split(",")
-    check_teachers(recipes, args.ready, bool(fold_names), [int(s) for s in str(args.seeds).split(",")])
+    seeds = [int(s) for s in str(args.seeds).split(",")]
+    check_teachers(recipes, args.ready, bool(fold_names), seeds)
     ensembles = dict(parse_ensemble(e, recipes) for e in args.ensemble)
     runner = Runner(args, data_paths(Path(args.shared)))
     first = next(iter(recipes))
@@ -500,7 +506,6 @@ def main() -> None:
     unknown = [g for g in tuned if g not in SCORED]
     if unknown:
         sys.exit(f"bacteria_proxy: --finetune {','.join(unknown)}: not a scored genome ({', '.join(SCORED)})")
-    seeds = [int(s) for s in str(args.seeds).split(",")]
     jobs = [(fold_run, name, s, fold, seed) for seed in seeds for name, s in recipes.items() for fold in fold_names
             if seed in recipe_seeds(s, seeds)]
     jobs += [(ready_run, name, s, seed) for seed in seeds for name, s in recipes.items()
@@ -524,13 +529,8 @@ def main() -> None:
     with cf.ThreadPoolExecutor(args.parallel) as pool:
         pending = {pool.submit(slots.run, job[0], runner, *job[1:]): [job[0].__name__, *job[1:2], *job[3:]]
                    for job in jobs}
-        # (recipe, fold or "ready", seed) of the trainings done: this run's, and those found in --work (a teacher
-        # "NAME@S" whose seed this run does not train)
-        finished: set[tuple] = {(r, *place) for r in recipes for place in
-                                [(f, s) for f in fold_names for s in seeds] + [("ready", s) for s in seeds]
-                                if (Path(args.work) / r / (f"fold{place[0]}_seed{place[1]}" if place[0] != "ready"
-                                                           else f"ready_seed{place[1]}") / "run"
-                                    / "trainer_state.json").exists()}
+        # (recipe, fold or "ready", seed) of the trainings done (check_teachers made sure every teacher run is a job)
+        finished: set[tuple] = set()
 
         def submit(fn, *job_args, label):
             pending[pool.submit(slots.run, fn, runner, *job_args)] = label
