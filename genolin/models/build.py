@@ -146,16 +146,20 @@ def write_card(out: Path, members: dict[str, tuple[str, str, tuple]], settings: 
         print(f"build: {', '.join(dropped)} left out of {out / CARD} (no longer in MEMBERS; remove their folders)")
     kept = [m for m in MEMBERS if m not in members and m in old.get("members", {})]
     order = [m for m in MEMBERS if m in members or m in kept]
+
+    def taught(m: str) -> dict | None:  # a member's teachers as built now (its --set settings too), or as the card had
+        if m not in members:
+            return old.get("teachers", {}).get(m)
+        return {t: {"preset": (TEACHERS.get(t) or MEMBERS[t])[0],
+                    "settings": settings.get(t, list((TEACHERS.get(t) or MEMBERS[t])[-1]))} for t in DISTIL.get(m, ())}
+
     card = {"name": NAME, "summary": SUMMARY, "card": "docs/model_card.md",
             "members": {m: members[m][1] if m in members else old["members"][m] for m in order},
             "presets": {m: members[m][0] if m in members else old.get("presets", {}).get(m, MEMBERS[m][0])
                         for m in order},
             "settings": {m: settings[m] if m in members else old.get("settings", {}).get(m, list(MEMBERS[m][2]))
                          for m in order},
-            "teachers": {m: {t: {"preset": (TEACHERS.get(t) or MEMBERS[t])[0],
-                                 "settings": list((TEACHERS.get(t) or MEMBERS[t])[-1])} for t in DISTIL[m]}
-                         if m in members else old.get("teachers", {}).get(m) for m in order
-                         if (DISTIL.get(m) if m in members else old.get("teachers", {}).get(m))},
+            "teachers": {m: t for m in order if (t := taught(m))},
             "training_genomes": {g: GENOMES[g][1] for g in READY},
             "built": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     (out / CARD).write_text(json.dumps(card, indent=2) + "\n")
