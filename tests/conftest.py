@@ -23,6 +23,22 @@ DATA = REPO / "data"
 SHARED = REPO.parent / "shared" / "data"
 ECOLI_BGZ = DATA / "ecoli_k12" / "NC_000913.3.fa.bgz"
 GUE_TATA = DATA / "gue" / "prom_core_tata"
+GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
+
+
+def ecoli_slice(fasta: Path, bed: Path, contig: str, lo: int, hi: int) -> list[tuple[int, str]]:
+    """E. coli's bases [lo, hi) as one contig ``contig`` in ``fasta`` (one line), and the gene starts inside as its
+    TSSs in ``bed`` (BED6, named g, shifted to the contig); returns those (position in the contig, strand)."""
+    from genolin.io.fasta import read_fasta
+
+    (rec,) = read_fasta(ECOLI_BGZ)
+    fasta.write_text(f">{contig}\n{rec.seq[lo:hi].decode()}\n")
+    rows = [line.split("\t") for line in GENE_STARTS.read_text().splitlines()]
+    starts = [(int(f[1]) - lo, f[5]) for f in rows if lo <= int(f[1]) < hi]
+    bed.write_text("".join(f"{contig}\t{p}\t{p + 1}\tg\t0\t{s}\n" for p, s in starts))
+    return starts
+
+
 # a test that runs torch.compile's inductor on a CPU (it builds C++) is marked with this
 NEEDS_COMPILER = pytest.mark.skipif(not (shutil.which("c++") or shutil.which("g++")),
                                     reason="torch.compile on a CPU needs a C++ compiler")

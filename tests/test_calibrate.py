@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, ECOLI_BGZ
+from conftest import ecoli_slice
 
 from genolin.calibrate import (
     NEAR_BP,
@@ -25,9 +25,6 @@ from genolin.calibrate import (
     save_data,
 )
 from genolin.cli import cli
-from genolin.io.fasta import read_fasta
-
-GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
 
 
 def minmax_isotonic(v, w):
@@ -127,12 +124,8 @@ def test_isotonic_calibration_is_calibrated_on_its_own_data_and_platt_close(tmp_
 def test_evaluate_writes_the_evidence_predict_agrees_with(tmp_path):
     """evaluate on a 40 kbp genome with the bundled model: calibration.npz counts every model bin of both strands,
     its bins near a TSS are those a loop finds, and its peaks are predict's calls at the same density."""
-    (rec,) = read_fasta(ECOLI_BGZ)
     lo, hi = 300_000, 340_000
-    (tmp_path / "g.fa").write_text(f">g1\n{rec.seq[lo:hi].decode()}\n")
-    starts = [(int(f[1]), f[5]) for f in (line.split("\t") for line in GENE_STARTS.read_text().splitlines())]
-    (tmp_path / "g.bed").write_text("".join(f"g1\t{p - lo}\t{p - lo + 1}\tg\t0\t{s}\n" for p, s in starts
-                                            if lo <= p < hi))
+    starts = ecoli_slice(tmp_path / "g.fa", tmp_path / "g.bed", "g1", lo, hi)
     r = CliRunner().invoke(cli, ["-q", "evaluate", "--model", "bacteria", "--device", "cpu", "--fasta",
                                  str(tmp_path / "g.fa"), "--tss", str(tmp_path / "g.bed"), "--rc-average", "--out",
                                  str(tmp_path / "ev")])
@@ -141,7 +134,7 @@ def test_evaluate_writes_the_evidence_predict_agrees_with(tmp_path):
     stride = 4  # the CPU member's
     n_bins = -(-(hi - lo) // stride)
     assert data.total.sum() == 2 * n_bins and data.bp == hi - lo
-    tss = [np.array(sorted(p - lo for p, s in starts if lo <= p < hi and s == x)) for x in "+-"]
+    tss = [np.array(sorted(p for p, s in starts if s == x)) for x in "+-"]
     assert data.n_tss == sum(map(len, tss))
     assert data.near.sum() == brute_data(0, np.zeros((n_bins, 2)), stride, tss).sum()
     r = CliRunner().invoke(cli, ["-q", "predict", "--model", "bacteria", "--device", "cpu", "--fasta",

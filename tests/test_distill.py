@@ -9,14 +9,12 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, ECOLI_BGZ
+from conftest import DATA, ecoli_slice
 
 from genolin.checkpoint import load_tensors
 from genolin.cli import cli
-from genolin.io.fasta import read_fasta
 from genolin.tasks.track_distill import SoftTracks, mixed
 
-GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
 SMALL = ["--set", "window_bp=2048", "--set", "batch_size=4", "--set", "d_model=32", "--set", "steps=6",
          "--set", "val_every_steps=3", "--set", "warmup_steps=2", "--set", "mutate_prob=0"]
 
@@ -64,11 +62,7 @@ def test_mixed_targets_are_the_convex_combination():
 def genome_and_teacher(tmp_path_factory):
     """A 40 kbp genome cut from E. coli with its gene starts as TSSs, and a tiny teacher trained on it."""
     d = tmp_path_factory.mktemp("distil")
-    (rec,) = read_fasta(ECOLI_BGZ)
-    lo, hi = 200_000, 240_000
-    (d / "g.fa").write_text(f">g1\n{rec.seq[lo:hi].decode()}\n")
-    starts = [(int(f[1]), f[5]) for f in (line.split("\t") for line in GENE_STARTS.read_text().splitlines())]
-    (d / "g.bed").write_text("".join(f"g1\t{p - lo}\t{p - lo + 1}\tg\t0\t{s}\n" for p, s in starts if lo <= p < hi))
+    ecoli_slice(d / "g.fa", d / "g.bed", "g1", 200_000, 240_000)
     r = run("train", "--fasta", d / "g.fa", "--tss", d / "g.bed", "--out", d / "teacher", "--set", "stride=2",
             *SMALL)
     assert r.exit_code == 0, r.output

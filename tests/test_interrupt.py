@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, ECOLI_BGZ, FIXTURES
+from conftest import ECOLI_BGZ, FIXTURES, ecoli_slice
 
 from genolin.checkpoint import load_tensors
 from genolin.cli import cli
@@ -45,13 +45,7 @@ def _python_sigint_handler():
 def genome(tmp_path_factory):
     """60 kb of E. coli and its gene starts."""
     d = tmp_path_factory.mktemp("genome")
-    (rec,) = read_fasta(ECOLI_BGZ)
-    (d / "g.fa").write_text(">chrA\n" + rec.seq[:60_000].decode() + "\n")
-    with open(d / "tss.bed", "w") as fh:
-        for line in (DATA / "ecoli_k12" / "gene_starts.bed").read_text().splitlines():
-            f = line.split("\t")
-            if int(f[1]) < 60_000:
-                fh.write(f"chrA\t{f[1]}\t{int(f[1]) + 1}\tg\t0\t{f[5]}\n")
+    ecoli_slice(d / "g.fa", d / "tss.bed", "chrA", 0, 60_000)
     return d
 
 

@@ -10,15 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import DATA, ECOLI_BGZ
+from conftest import ecoli_slice
 
 from genolin.checkpoint import load_tensors
 from genolin.cli import cli
 from genolin.errors import InputError
-from genolin.io.fasta import read_fasta
 from genolin.models import HERE, BundledModel, bundled, resolve_model, resolve_models
 
-GENE_STARTS = DATA / "ecoli_k12" / "gene_starts.bed"
 SHIPPED = [m.name for m in bundled()]
 
 
@@ -30,11 +28,7 @@ def run(*args):
 def piece(tmp_path_factory):
     """60 kbp of E. coli (contig 'piece') and its gene starts."""
     d = tmp_path_factory.mktemp("piece")
-    (rec,) = read_fasta(ECOLI_BGZ)
-    (d / "piece.fa").write_text(f">piece\n{rec.seq[:60_000].decode()}\n")
-    rows = [line.split("\t") for line in GENE_STARTS.read_text().splitlines()]
-    (d / "piece.bed").write_text("".join(f"piece\t{f[1]}\t{int(f[1]) + 1}\tg\t0\t{f[5]}\n" for f in rows
-                                         if int(f[1]) < 60_000))
+    ecoli_slice(d / "piece.fa", d / "piece.bed", "piece", 0, 60_000)
     return d
 
 
