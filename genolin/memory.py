@@ -85,7 +85,7 @@ def inference_bytes(cfg: EncoderConfig, tokens: int, n_params: int, *, stream: b
 
 # a forward without gradients over genome windows on a CPU (genolin predict), bytes per token besides the (EXTRA_D +
 # 4) x d_model float32 of inference_bytes' residual stream and buffers: ids, mask, a layer's temporaries. Measured
-# (peak RSS over the run, two model threads, 1 Mbp): the bacteria model's tiny member (d 32) 2.4 kB per token in
+# (peak RSS over the run, two model threads, 1 Mbp): the tiny preset's bacteria model (d 32) 2.4 kB per token in
 # flight, base and s1 (d 256) 11.4 kB: 40 d + about 1.15 kB; the hybrid mixer's local softmax adds nothing seen
 WINDOW_TOKEN_BYTES = 1200
 

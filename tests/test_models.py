@@ -129,11 +129,12 @@ def test_a_bundled_ensemble_predicts_as_its_members_named_one_by_one(tmp_path, m
 def test_building_some_members_keeps_the_others_in_the_card(tmp_path):
     from genolin.models.build import MEMBERS, write_card
 
-    write_card(tmp_path, {m: MEMBERS[m] for m in ("base", "tiny")}, {"base": [], "tiny": ["steps=5"]})
+    write_card(tmp_path, {m: MEMBERS[m] for m in ("base", "cpu")}, {"base": [], "cpu": ["steps=5"]})
     write_card(tmp_path, {"s1": MEMBERS["s1"]}, {"s1": list(MEMBERS["s1"][2])})
     card = json.loads((tmp_path / "model.json").read_text())
-    assert list(card["members"].items()) == [("base", "cuda"), ("s1", "cuda"), ("tiny", "cpu")]  # base first
-    assert card["settings"] == {"base": [], "s1": list(MEMBERS["s1"][2]), "tiny": ["steps=5"]}
+    assert list(card["members"].items()) == [("base", "cuda"), ("s1", "cuda"), ("cpu", "cpu")]  # base first
+    assert card["settings"] == {"base": [], "s1": list(MEMBERS["s1"][2]), "cpu": ["steps=5"]}
+    assert card["teachers"]["cpu"]["s1"] == {"preset": "base", "settings": list(MEMBERS["s1"][2])}
     assert card["presets"]["s1"] == "base" and "ecoli" not in card["training_genomes"]
 
 
@@ -162,6 +163,33 @@ def test_the_bacteria_model_resolves_loads_and_predicts_a_small_genome_on_a_cpu(
         assert json.loads((tmp_path / f"eval_{member}" / "metrics.json").read_text())["pooled"]["auprc"] > 0
     r = run("predict", "--model", "bacteria-nonexistent", "--fasta", piece / "piece.fa", "--out", tmp_path / "x")
     assert r.exit_code == 1 and "members" in r.output
+
+
+@pytest.mark.skipif("bacteria" not in SHIPPED, reason="the bacteria model's weights are not in this install")
+def test_each_device_gets_its_bacteria_member_for_predict_init_and_explain(tmp_path, piece):
+    """A CPU gets the distilled CPU student (for --model, --init and explain), a GPU the ensemble of its teachers;
+    the whole bundle stays a release artifact of at most 25 MB."""
+    folder = HERE / "bacteria"
+    assert sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) <= 25e6
+    card = json.loads((folder / "model.json").read_text())
+    gpu = [m for m, d in card["members"].items() if d == "cuda"]
+    (cpu,) = [m for m, d in card["members"].items() if d == "cpu"]
+    assert resolve_models("bacteria", "cuda") == [folder / m for m in gpu] and len(gpu) == 2
+    assert resolve_models("bacteria", "cpu") == [folder / cpu] == [resolve_model("bacteria", "cpu")]
+    assert sorted(card["teachers"][cpu]) == sorted(gpu)  # the student of the GPU ensemble
+    assert json.loads((folder / cpu / "config.json").read_text())["train"]["model"]["d_model"] < \
+        json.loads((folder / gpu[0] / "config.json").read_text())["train"]["model"]["d_model"]
+    r = run("train", "--init", "bacteria", "--device", "cpu", "--fasta", piece / "piece.fa", "--tss",
+            piece / "piece.bed", "--set", "steps=2", "--set", "val_every_steps=2", "--set", "batch_size=2",
+            "--out", tmp_path / "tuned")
+    assert r.exit_code == 0, r.output
+    tuned = json.loads((tmp_path / "tuned" / "config.json").read_text())["train"]
+    assert tuned["init_weights"] == str(folder / cpu / "best.safetensors")
+    (tmp_path / "r.bed").write_text("piece\t30000\t30001\t.\t0\t+\n")
+    r = run("explain", "--model", "bacteria", "--device", "cpu", "--fasta", piece / "piece.fa", "--regions",
+            tmp_path / "r.bed", "--flank", "5", "--context", "400", "--out", tmp_path / "why")
+    assert r.exit_code == 0, r.output
+    assert resolve_model("bacteria", "cpu", use="explain explains") == folder / cpu
 
 
 def test_models_lists_what_ships():
