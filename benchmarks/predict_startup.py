@@ -17,8 +17,9 @@ process's start at which each stage of that one predict process ended (``genolin
     python benchmarks/predict_startup.py --device cpu --out benchmarks/results/predict_startup/cpu
     python benchmarks/predict_startup.py --device cuda --out $OUT/predict_startup_h100
 
-Default model: the bundled `bacteria` (its members for the device: bacteria-cpu on cpu, bacteria-base + bacteria-s1 on cuda;
---model overrides with a run directory or a bundled name), default genome the bundled E. coli K-12 (4.64 Mbp).
+Default model: the bundled `bacteria` (its members for the device: bacteria-cpu on cpu, bacteria-base +
+bacteria-s1 on cuda; --model overrides with a run directory or a bundled name), default genome the bundled E. coli
+K-12 (4.64 Mbp).
 Writes PREFIX.json (settings, machine, versions, date, rows, timeline) and PREFIX.md (the tables).
 """
 

@@ -2,7 +2,7 @@
 
     resolve_models("runs/ecoli") -> [Path("runs/ecoli")]             a run directory of that name always wins
     resolve_models("bacteria", "cuda") -> [.../bacteria/base, .../bacteria/s1]   its members for the device
-    resolve_models("bacteria-tiny") -> [.../models/bacteria/tiny]      one member by name
+    resolve_models("bacteria-cpu") -> [.../models/bacteria/cpu]        one member by name
     resolve_model("bacteria", "cuda") -> .../models/bacteria/base      one run (``--init``): the first of them
     resolve_models("bacterial") -> InputError: ... did you mean 'bacteria'? the bundled models are ...
     bundled() -> [BundledModel, ...]                                   what ships (``genolin models``)
@@ -58,7 +58,7 @@ def bundled() -> list[BundledModel]:
 
 def resolve_models(ref: str | Path, device_type: str | None = None, *, use: str | None = None) -> list[Path]:
     """The run directories a ``--model`` argument names: ``[ref]`` when it is a directory (or looks like a path),
-    else a bundled model's ("bacteria": its members for ``device_type``, the machine's when None; "bacteria-tiny":
+    else a bundled model's ("bacteria": its members for ``device_type``, the machine's when None; "bacteria-cpu":
     that member). A path (a folder, or a name with a folder in it) is returned as given, for
     ``read_run_config`` to report; any other name is an InputError listing the bundled models
     (``unknown_model``). ``use``: only one run is wanted, for this (a log line's words): a bundled ensemble gives
