@@ -64,8 +64,9 @@ SCORED = [g for g, (_, _, _, complete) in GENOMES.items() if complete]
 FOLDS = {"A": ("ecoli", "ccrescentus"), "B": ("bacillus", "cjejuni", "selongatus"), "C": ("saureus", "mtuberculosis")}
 # recipe keys that are no training setting: the recipe's preset (default --preset), its teachers ("A+B": the runs
 # of recipes A and B of the same fold and seed, "A@0" recipe A's run of seed 0, or with --ready a bundled model or run
-# folder; genolin train --teacher) and its seeds ("0/1": these of --seeds only)
-RECIPE_KEYS = ("preset", "teacher", "seeds")
+# folder; genolin train --teacher), its seeds ("0/1": these of --seeds only) and its folds ("B" or "A/C": these of
+# --folds only; to complete a recipe's table with folds an earlier run left out, training being deterministic)
+RECIPE_KEYS = ("preset", "teacher", "seeds", "folds")
 QUICK = {"preset": "tiny", "seeds": "0", "folds": "A", "max_minutes": 1.0,
          "recipe": ["shipped:steps=20,val_every_steps=10", "s1:steps=20,val_every_steps=10,stride=1,tolerance_bins=1"]}
 
@@ -174,16 +175,27 @@ def teacher_runs(runner: Runner, settings: dict, place: tuple) -> list[str]:
 
 def recipe_seeds(settings: dict, seeds: list[int]) -> list[int]:
     """The seeds of --seeds a recipe trains ("seeds" key: seeds joined by /; default all)."""
-    if "seeds" not in settings:
-        return seeds
-    mine = [int(x) for x in str(settings["seeds"]).split("/") if x != ""]
-    return [x for x in seeds if x in mine]
+    return [int(x) for x in only(settings, "seeds", [str(x) for x in seeds])]
 
 
-def check_teachers(recipes: dict, ready: bool, folds: bool, seeds: list[int]) -> None:
+def recipe_folds(settings: dict, folds: list[str]) -> list[str]:
+    """The folds of --folds a recipe trains ("folds" key: folds joined by /; default all)."""
+    return only(settings, "folds", folds)
+
+
+def only(settings: dict, key: str, given: list[str]) -> list[str]:
+    """``given`` limited to the recipe's ``key`` ("x/y"; all of them without the key), in ``given``'s order."""
+    if key not in settings:
+        return given
+    mine = [x for x in str(settings[key]).split("/") if x != ""]
+    return [x for x in given if x in mine]
+
+
+def check_teachers(recipes: dict, ready: bool, folds: list[str], seeds: list[int]) -> None:
     """Exit naming a recipe whose teacher would leak a held-out genome (a model that is no recipe of the same fold,
     in fold runs: a bundled model learnt from every genome but E. coli), is itself a distilled recipe later in
-    the order (teachers train first), or is a recipe's run of a seed ("NAME@S") that recipe does not train."""
+    the order (teachers train first), or is a recipe's run of a seed ("NAME@S") or fold that recipe does not
+    train."""
     for name, settings in recipes.items():
         for t in teachers_of(settings):
             recipe, at, seed = t.partition("@")
@@ -192,6 +204,9 @@ def check_teachers(recipes: dict, ready: bool, folds: bool, seeds: list[int]) ->
                     sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r}: {recipe} trains seeds "
                              f"{recipe_seeds(recipes[recipe], seeds)}, not {seed!r}")
                 t = recipe
+            if t in recipes and not set(recipe_folds(settings, folds)) <= set(recipe_folds(recipes[t], folds)):
+                sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} trains the folds "
+                         f"{recipe_folds(recipes[t], folds)}, not all of {recipe_folds(settings, folds)}")
             if t not in recipes and folds:
                 sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} is no recipe; a fold's teacher must be "
                          f"trained without the fold's genomes (give a model only with --ready and --folds none)")
@@ -199,6 +214,24 @@ def check_teachers(recipes: dict, ready: bool, folds: bool, seeds: list[int]) ->
                 sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} must be a recipe given before it")
             if t not in recipes and not ready:
                 sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} (a model) needs --ready")
+
+
+def earlier_rows(path: Path, recipes: dict, training: set[tuple]) -> list[dict]:
+    """The fold rows of an earlier run's PREFIX.json whose recipe is in ``recipes`` (an ensemble's settings as
+    {"members": "A+B"}) with the same settings but for seeds and folds, at a (recipe, fold, seed) not in
+    ``training``; exits when a recipe of the same name had other settings."""
+    def own(settings: dict) -> dict:
+        return {k: v for k, v in settings.items() if k not in ("seeds", "folds")}
+
+    rows = []
+    for r in json.loads(path.read_text())["rows"]:
+        if r["kind"] != "fold" or r["recipe"] not in recipes or (r["recipe"], r["fold"], r["seed"]) in training:
+            continue
+        if own(r["settings"]) != own(recipes[r["recipe"]]):
+            sys.exit(f"bacteria_proxy: --rows-from {path}: {r['recipe']} was {own(r['settings'])} there, "
+                     f"{own(recipes[r['recipe']])} here")
+        rows.append({**r, "from": str(path)})
+    return rows
 
 
 def place_of(label: list) -> tuple:
@@ -485,6 +518,9 @@ def main() -> None:
     p.add_argument("--tss", help="with --score-members: its TSS BED")
     p.add_argument("--offset-average", type=int, default=1, metavar="N",
                    help="evaluate with --offset-average N (tilings of the genome's windows averaged)")
+    p.add_argument("--rows-from", action="append", default=[], metavar="JSON",
+                   help="also table the fold runs of an earlier run of this script (its PREFIX.json) of recipes "
+                        "and ensembles given here, at folds and seeds this run does not train (repeat)")
     run_options(p, "bacteria_proxy", "tiny, fold A, seed 0, 20 steps", limits=True)
     args = p.parse_args()
     if args.score_members:
@@ -498,7 +534,7 @@ def main() -> None:
     args.recipes = recipes
     fold_names = [] if args.folds == "none" else args.folds.split(",")
     seeds = [int(s) for s in str(args.seeds).split(",")]
-    check_teachers(recipes, args.ready, bool(fold_names), seeds)
+    check_teachers(recipes, args.ready, fold_names, seeds)
     ensembles = dict(parse_ensemble(e, recipes) for e in args.ensemble)
     runner = Runner(args, data_paths(Path(args.shared)))
     first = next(iter(recipes))
@@ -506,8 +542,8 @@ def main() -> None:
     unknown = [g for g in tuned if g not in SCORED]
     if unknown:
         sys.exit(f"bacteria_proxy: --finetune {','.join(unknown)}: not a scored genome ({', '.join(SCORED)})")
-    jobs = [(fold_run, name, s, fold, seed) for seed in seeds for name, s in recipes.items() for fold in fold_names
-            if seed in recipe_seeds(s, seeds)]
+    jobs = [(fold_run, name, s, fold, seed) for seed in seeds for name, s in recipes.items()
+            for fold in recipe_folds(s, fold_names) if seed in recipe_seeds(s, seeds)]
     jobs += [(ready_run, name, s, seed) for seed in seeds for name, s in recipes.items()
              if seed in recipe_seeds(s, seeds)] if args.ready else []
     # a distilled recipe's job waits until its teacher recipes' runs (same fold; same seed, or "@S"'s) have finished
@@ -516,6 +552,13 @@ def main() -> None:
     meta = {**run_metadata("bacteria_proxy", {k: v for k, v in vars(args).items() if k != "recipe"}),
             "recipes": recipes, "ensembles": ensembles, "folds": FOLDS}
     rows, failed = [], []
+    training = {(j[1], j[3], j[4]) for j in jobs + later if j[0] is fold_run}  # (recipe, fold, seed)
+    training |= {(name, f, seed) for name, members in ensembles.items() for _, f, seed in training
+                 if all((m, f, seed) in training for m in members)}
+    for path in args.rows_from:
+        rows += earlier_rows(Path(path), {**recipes, **{n: {"members": "+".join(m)} for n, m in ensembles.items()}},
+                             training)
+    meta["rows_from"] = args.rows_from
 
     def write() -> str:  # after every run, so a time limit keeps what finished
         order = [*recipes, *ensembles]

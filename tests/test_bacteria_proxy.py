@@ -125,6 +125,30 @@ def test_teachers_at_a_seed_are_placed_and_checked(proxy):
     assert proxy.teacher_place("A", ("B", 2), recipes) == ("A", ("B", 2))
     assert proxy.teacher_place("runs/x@y", ("ready", 1), recipes) == ("runs/x@y", ("ready", 1))
     assert proxy.recipe_seeds(recipes["A"], [0, 1, 2]) == [0] and proxy.recipe_seeds({}, [0, 1]) == [0, 1]
-    proxy.check_teachers(recipes, False, True, [0, 1, 2])
+    proxy.check_teachers(recipes, False, ["A", "B"], [0, 1, 2])
     with pytest.raises(SystemExit, match="teacher 'A@1': A trains seeds \\[0\\], not '1'"):
-        proxy.check_teachers({"A": {"seeds": "0"}, "S": {"teacher": "A@1"}}, False, True, [0, 1])
+        proxy.check_teachers({"A": {"seeds": "0"}, "S": {"teacher": "A@1"}}, False, ["A"], [0, 1])
+
+
+def test_a_recipe_of_some_folds_is_completed_by_an_earlier_runs_rows(proxy, tmp_path):
+    """"folds=B" trains only fold B (its teacher must train it too); --rows-from tables an earlier run's rows of the
+    same recipes at the places this run does not train, and refuses a recipe of the same name with other settings."""
+    assert proxy.recipe_folds({"folds": "C/A"}, ["A", "B", "C"]) == ["A", "C"]
+    assert proxy.recipe_folds({}, ["A", "B"]) == ["A", "B"] and proxy.recipe_seeds({"seeds": 1}, [0, 1]) == [1]
+    with pytest.raises(SystemExit, match="teacher 'T' trains the folds \\['A'\\], not all of \\['A', 'B'\\]"):
+        proxy.check_teachers({"T": {"folds": "A"}, "S": {"teacher": "T"}}, False, ["A", "B"], [0])
+    proxy.check_teachers({"T": {}, "S": {"teacher": "T", "folds": "B"}}, False, ["A", "B"], [0])
+
+    def row(recipe, fold, seed, settings):
+        return {"kind": "fold", "recipe": recipe, "fold": fold, "seed": seed, "settings": settings, "genomes": {}}
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"rows": [
+        row("S", "A", 0, {"teacher": "T@0"}), row("S", "B", 0, {"teacher": "T@0", "folds": "A/B"}),
+        row("S", "A", 1, {"teacher": "T@0"}), row("other", "A", 0, {}), row("E", "A", 0, {"members": "T+S"})]}))
+    recipes = {"S": {"teacher": "T@0", "folds": "B"}, "E": {"members": "T+S"}}
+    got = proxy.earlier_rows(earlier, recipes, {("S", "B", 0), ("S", "B", 1)})
+    assert [(r["recipe"], r["fold"], r["seed"]) for r in got] == [("S", "A", 0), ("S", "A", 1), ("E", "A", 0)]
+    assert all(r["from"] == str(earlier) for r in got)
+    with pytest.raises(SystemExit, match="S was .* there"):
+        proxy.earlier_rows(earlier, {"S": {"teacher": "T@1"}}, set())
