@@ -37,7 +37,9 @@ in a process of its own (`--score-members` or `evaluate`, on the GPU slot of a r
 averaged), in evaluation folders of their own: run again on the same --work, the trained runs are scored again.
 
 Writes PREFIX.json (every run: settings, seconds, metrics) and PREFIX.md. Runs go to --work (default a temporary
-folder); a run whose evaluations exist there is not run again.
+folder); a run whose evaluations exist there is not run again. A run cut short is completed by another: the recipe
+with "folds=B" (or "seeds=2") trains only what is missing, and `--rows-from PREFIX.json` tables the first run's rows
+beside the new ones (training is deterministic on one card type: the teachers trained again are the same).
 """
 
 from __future__ import annotations
@@ -446,6 +448,12 @@ def tables(rows: list[dict], meta: dict) -> str:
                if meta.get("ensembles") else []),
              "Folds (held out together): " + "; ".join(f"{f}: {', '.join(m)}" for f, m in FOLDS.items()) + ". Near: "
              "a genome of the same class in training.", ""]
+    earlier = [r for r in rows if "from" in r]
+    if earlier:
+        places = sorted(f"{r['recipe']} fold {r['fold']} seed {r['seed']}" for r in earlier)
+        files = sorted({"`" + r["from"] + "`" for r in earlier})
+        lines += [f"Also tabled: the fold runs of {', '.join(files)} at places this run did not train "
+                  f"({', '.join(places)})", ""]
     folds = [r for r in rows if r["kind"] == "fold"]
     recipes = list(dict.fromkeys(r["recipe"] for r in rows))
     if folds:
