@@ -7,8 +7,9 @@ calibration.npz, which ``genolin evaluate`` writes). For each recipe and seed, e
 a map fitted (isotonic, or Platt scaling) on the held-out genomes of the *other* folds, each scored by its own fold's
 model: never on the genome it is scored on, nor on a model that trained on it. Per genome the table gives the
 expected calibration error (ECE, 15 equal-width groups of the value) raw and calibrated, and the calls at a
-calibrated threshold against the density rule at the same mean recall: precision within 20 bp, recall, calls per Mbp.
-The spread is the largest deviation of a genome's precision from the mean over genomes, over that mean.
+calibrated threshold against the density rule at the same mean recall: precision within 20 bp, recall, calls per Mbp;
+and a reliability table of the raw values. The spread is the largest deviation of a genome's precision from the mean
+over genomes, over that mean.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def one_seed(paths: dict[str, Path], thresholds: list[float], method: str) -> di
         genomes[g] = {"far": g in FAR, "ece_raw": ece(d), "ece": ece(d, maps[g]),
                       "base_rate": float(d.near.sum() / d.total.sum()),
                       "max_value": float(maps[g].apply(d.sum_p[d.total > 0] / d.total[d.total > 0]).max()),
-                      "reliability": reliability(d, maps[g]),
+                      "reliability": reliability(d, maps[g]), "reliability_raw": reliability(d),
                       "thresholds": {str(t): calls_at(d, maps[g], t) for t in thresholds}}
     rules = {}
     for t in thresholds:
@@ -126,6 +127,14 @@ def tables(result: dict) -> str:
             lines.append(f"| {seed} | {r['max_ece']:.4f} | " + " | ".join(
                 f"{x['recall']:.3f}, {fmt(x['precision_spread'])}, {fmt(x['density_precision_spread'])} "
                 f"({x['density']:.0f}), {x['genomes_without_calls']}" for x in r["rules"].values()) + " |")
+        lines += ["", "Reliability of the raw values (what `genolin predict` writes): ten groups of equal bins by "
+                  "value, each as mean value / observed rate of bins near a TSS.", "",
+                  "| seed | genome | " + " | ".join(f"group {i + 1}" for i in range(10)) + " |",
+                  "|---|---|" + "---:|" * 10]
+        for seed, r in seeds.items():
+            for g, v in r["genomes"].items():
+                lines.append(f"| {seed} | {g} | " + " | ".join(f"{m:.3f} / {o:.3f}" for m, o, _ in
+                                                               v["reliability_raw"]) + " |")
         lines.append("")
     return "\n".join(lines)
 
