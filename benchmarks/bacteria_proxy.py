@@ -177,19 +177,27 @@ def teacher_runs(runner: Runner, settings: dict, place: tuple) -> list[str]:
 
 def recipe_seeds(settings: dict, seeds: list[int]) -> list[int]:
     """The seeds of --seeds a recipe trains ("seeds" key: seeds joined by /; default all)."""
-    return [int(x) for x in only(settings, "seeds", [str(x) for x in seeds])]
+    return only(settings, "seeds", seeds, int)
 
 
 def recipe_folds(settings: dict, folds: list[str]) -> list[str]:
     """The folds of --folds a recipe trains ("folds" key: folds joined by /; default all)."""
-    return only(settings, "folds", folds)
+    return only(settings, "folds", folds, str)
 
 
-def only(settings: dict, key: str, given: list[str]) -> list[str]:
-    """``given`` limited to the recipe's ``key`` ("x/y"; all of them without the key), in ``given``'s order."""
+def only(settings: dict, key: str, given: list, kind) -> list:
+    """``given`` limited to the recipe's ``key`` ("x/y", each read as ``kind``; all of them without the key), in
+    ``given``'s order; exits naming a value that is not among ``given``."""
     if key not in settings:
         return given
-    mine = [x for x in str(settings[key]).split("/") if x != ""]
+    try:
+        mine = [kind(x) for x in str(settings[key]).split("/") if x != ""]
+    except ValueError:
+        sys.exit(f"bacteria_proxy: {key}={settings[key]}: expected values joined by /")
+    stray = [x for x in mine if x not in given]
+    if stray:
+        sys.exit(f"bacteria_proxy: {key}={settings[key]}: {stray[0]} is not one of --{key} "
+                 f"({','.join(map(str, given))})")
     return [x for x in given if x in mine]
 
 
@@ -209,7 +217,7 @@ def check_teachers(recipes: dict, ready: bool, folds: list[str], seeds: list[int
             if t in recipes and not set(recipe_folds(settings, folds)) <= set(recipe_folds(recipes[t], folds)):
                 sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} trains the folds "
                          f"{recipe_folds(recipes[t], folds)}, not all of {recipe_folds(settings, folds)}")
-            if t not in recipes and folds:
+            if t not in recipes and recipe_folds(settings, folds):
                 sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} is no recipe; a fold's teacher must be "
                          f"trained without the fold's genomes (give a model only with --ready and --folds none)")
             if t == name or (t in recipes and list(recipes).index(t) > list(recipes).index(name)):
@@ -218,17 +226,32 @@ def check_teachers(recipes: dict, ready: bool, folds: list[str], seeds: list[int
                 sys.exit(f"bacteria_proxy: --recipe {name}: teacher {t!r} (a model) needs --ready")
 
 
-def earlier_rows(path: Path, recipes: dict, training: set[tuple]) -> list[dict]:
+# the arguments an earlier run's rows must share with this run's to be tabled beside them (--rows-from)
+SHARED_ARGS = ("preset", "set", "offset_average", "ensemble_form")
+
+
+def earlier_rows(path: Path, recipes: dict, training: set[tuple], args: dict | None = None) -> list[dict]:
     """The fold rows of an earlier run's PREFIX.json whose recipe is in ``recipes`` (an ensemble's settings as
     {"members": "A+B"}) with the same settings but for seeds and folds, at a (recipe, fold, seed) not in
-    ``training``; exits when a recipe of the same name had other settings."""
+    ``training`` (which gains them: a second file adds no place twice); exits when a recipe of the same name had
+    other settings, or the run other SHARED_ARGS or folds than ``args`` (this run's)."""
     def own(settings: dict) -> dict:
         return {k: v for k, v in settings.items() if k not in ("seeds", "folds")}
 
+    data = json.loads(path.read_text())
+    theirs = data.get("meta", {}).get("args", {})
+    for key in SHARED_ARGS if args is not None else ():
+        if key in theirs and theirs[key] != args.get(key):
+            sys.exit(f"bacteria_proxy: --rows-from {path}: that run had --{key.replace('_', '-')} {theirs[key]!r}, "
+                     f"this one {args.get(key)!r}")
+    if data.get("meta", {}).get("folds", FOLDS) not in (FOLDS, {f: list(g) for f, g in FOLDS.items()}):
+        sys.exit(f"bacteria_proxy: --rows-from {path}: that run held out other folds")
     rows = []
-    for r in json.loads(path.read_text())["rows"]:
-        if r["kind"] != "fold" or r["recipe"] not in recipes or (r["recipe"], r["fold"], r["seed"]) in training:
+    for r in data["rows"]:
+        place = (r["recipe"], r["fold"], r["seed"])
+        if r["kind"] != "fold" or r["recipe"] not in recipes or place in training:
             continue
+        training.add(place)
         if own(r["settings"]) != own(recipes[r["recipe"]]):
             sys.exit(f"bacteria_proxy: --rows-from {path}: {r['recipe']} was {own(r['settings'])} there, "
                      f"{own(recipes[r['recipe']])} here")
@@ -565,7 +588,7 @@ def main() -> None:
                  if all((m, f, seed) in training for m in members)}
     for path in args.rows_from:
         rows += earlier_rows(Path(path), {**recipes, **{n: {"members": "+".join(m)} for n, m in ensembles.items()}},
-                             training)
+                             training, vars(args))
     meta["rows_from"] = args.rows_from
 
     def write() -> str:  # after every run, so a time limit keeps what finished
@@ -610,7 +633,8 @@ def main() -> None:
                 if recipe == first and seed == 0:
                     for g in (g for g in tuned if g in FOLDS[fold]):
                         submit(finetune_run, first, recipes[first], g, label=["finetune_run", first, g])
-                trained = {r["recipe"]: r for r in rows if r["kind"] == "fold" and (r["fold"], r["seed"]) == place}
+                trained = {r["recipe"]: r for r in rows  # this run's: an ensemble of earlier members is theirs
+                           if r["kind"] == "fold" and (r["fold"], r["seed"]) == place and "from" not in r}
                 for name, members in ensembles.items():
                     if recipe in members and all(m in trained for m in members):
                         submit(ensemble_run, name, [trained[m] for m in members], label=["ensemble_run", name, *place])

@@ -150,5 +150,14 @@ def test_a_recipe_of_some_folds_is_completed_by_an_earlier_runs_rows(proxy, tmp_
     got = proxy.earlier_rows(earlier, recipes, {("S", "B", 0), ("S", "B", 1)})
     assert [(r["recipe"], r["fold"], r["seed"]) for r in got] == [("S", "A", 0), ("S", "A", 1), ("E", "A", 0)]
     assert all(r["from"] == str(earlier) for r in got)
+    assert proxy.earlier_rows(earlier, recipes, {("S", "B", 0), ("S", "A", 0), ("S", "A", 1), ("E", "A", 0)}) == []
     with pytest.raises(SystemExit, match="S was .* there"):
         proxy.earlier_rows(earlier, {"S": {"teacher": "T@1"}}, set())
+    earlier.write_text(json.dumps({"meta": {"args": {"preset": "tiny"}, "folds": proxy.FOLDS},
+                                   "rows": [row("S", "A", 0, {"teacher": "T@0"})]}))
+    assert len(proxy.earlier_rows(earlier, recipes, set(), {"preset": "tiny"})) == 1
+    with pytest.raises(SystemExit, match="that run had --preset 'tiny', this one 'base'"):
+        proxy.earlier_rows(earlier, recipes, set(), {"preset": "base"})
+    with pytest.raises(SystemExit, match="folds=D: D is not one of --folds"):
+        proxy.recipe_folds({"folds": "D"}, ["A", "B"])
+    assert proxy.recipe_seeds({"seeds": "00/2"}, [0, 1, 2]) == [0, 2]
