@@ -76,6 +76,7 @@ def one_seed(paths: dict[str, Path], thresholds: list[float], method: str) -> di
         genomes[g] = {"far": g in FAR, "ece_raw": ece(d), "ece": ece(d, maps[g]),
                       "base_rate": float(d.near.sum() / d.total.sum()),
                       "max_value": float(maps[g].apply(d.sum_p[d.total > 0] / d.total[d.total > 0]).max()),
+                      "max_raw": float((d.sum_p[d.total > 0] / d.total[d.total > 0]).max()),
                       "reliability": reliability(d, maps[g]), "reliability_raw": reliability(d),
                       "thresholds": {str(t): calls_at(d, maps[g], t) for t in thresholds}}
     rules = {}
@@ -107,7 +108,7 @@ def tables(result: dict) -> str:
              "density rule's calls per Mbp chosen for the same mean recall.", ""]
     for recipe, seeds in result["recipes"].items():
         lines += [f"## {recipe}", "",
-                  "| seed | genome | base rate | ECE raw | ECE calibrated | highest value | "
+                  "| seed | genome | base rate | ECE raw | ECE calibrated | highest value: raw, calibrated | "
                   + " | ".join(f"t={t}: calls/Mbp, precision, recall | density: precision" for t in a["thresholds"])
                   + " |", "|---|---|" + "---:|" * (4 + 2 * len(a["thresholds"]))]
         for seed, r in seeds.items():
@@ -118,7 +119,8 @@ def tables(result: dict) -> str:
                     cells += [f"{x['per_mbp']:.1f}, {fmt(x['precision'])}, {fmt(x['recall'])}",
                               fmt(x["density_rule"]["precision"])]
                 lines.append(f"| {seed} | {g}{' (far)' if v['far'] else ''} | {v['base_rate']:.4f} | "
-                             f"{v['ece_raw']:.4f} | {v['ece']:.4f} | {v['max_value']:.3f} | " + " | ".join(cells)
+                             f"{v['ece_raw']:.4f} | {v['ece']:.4f} | {v.get('max_raw', float('nan')):.3f}, "
+                             f"{v['max_value']:.3f} | " + " | ".join(cells)
                              + " |")
         lines += ["", "| seed | max ECE | " + " | ".join(
             f"t={t}: mean recall, precision spread, density rule's spread (per Mbp), genomes without calls"
@@ -128,13 +130,14 @@ def tables(result: dict) -> str:
                 f"{x['recall']:.3f}, {fmt(x['precision_spread'])}, {fmt(x['density_precision_spread'])} "
                 f"({x['density']:.0f}), {x['genomes_without_calls']}" for x in r["rules"].values()) + " |")
         lines += ["", "Reliability of the raw values (what `genolin predict` writes): ten groups of equal bins by "
-                  "value, each as mean value / observed rate of bins near a TSS.", "",
+                  "value, each as mean value / observed rate of bins near a TSS (fewer groups, the last shown as -: "
+                  "one logit bin held more than a tenth of the genome's bins).", "",
                   "| seed | genome | " + " | ".join(f"group {i + 1}" for i in range(10)) + " |",
                   "|---|---|" + "---:|" * 10]
         for seed, r in seeds.items():
             for g, v in r["genomes"].items():
-                lines.append(f"| {seed} | {g} | " + " | ".join(f"{m:.3f} / {o:.3f}" for m, o, _ in
-                                                               v["reliability_raw"]) + " |")
+                cells = [f"{m:.3f} / {o:.3f}" for m, o, _ in v["reliability_raw"]]
+                lines.append(f"| {seed} | {g} | " + " | ".join(cells + ["-"] * (10 - len(cells))) + " |")
         lines.append("")
     return "\n".join(lines)
 
