@@ -262,6 +262,13 @@ LOG = "train.log"
 RUN_FILES = (CONFIG, LOG, METRICS, BEST, WEIGHTS, LOCK, CHECKPOINTS)  # what a training run writes in its folder
 
 
+def check_new_run(path: str | os.PathLike) -> None:
+    """InputError where ``path`` holds a run already: a new run may not start there (checked again when it starts,
+    and first before its data and any teacher are read)."""
+    if (Path(path) / STATE).exists():
+        raise InputError(path, "holds a run already: continue it with --resume, or choose another --out")
+
+
 class RunDir:
     """The folder of a run while it trains. Only the process that ``writes`` (rank 0 under torchrun) locks it
     (``lock_run_dir``, until ``close``) and writes in it; the other ranks of the run only read its checkpoint."""
@@ -274,8 +281,7 @@ class RunDir:
         """A new run's config.json; InputError where the folder holds a run already."""
         if not self.writes:
             return
-        if (self.path / STATE).exists():
-            raise InputError(self.path, "holds a run already: continue it with --resume, or choose another --out")
+        check_new_run(self.path)
         write_run_config(self.path, config)
 
     def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:

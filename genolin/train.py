@@ -265,6 +265,8 @@ class Trainer(TrainerSteps):
         self.dist = init_distributed(device)
         self.device = pick_device(device, self.dist.local_rank)
         self.progress = progress if self.dist.main else False
+        if not resume and self.dist.main:
+            ckpt.check_new_run(self.out)  # before the data and a teacher's pass (minutes on a genome) are read
         self.task = get_task(spec.task, cfg)
         self.task.load_training(spec)
         if spec.teacher:

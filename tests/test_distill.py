@@ -144,3 +144,17 @@ def test_distillation_refuses_what_it_cannot_do(tmp_path, genome_and_teacher):
     r = run("train", "--csv", DATA / "gue" / "prom_core_tata" / "train.csv", "--teacher", d / "teacher",
             "--out", tmp_path / "c")
     assert r.exit_code != 0 and "--teacher is for track models" in r.output
+
+
+def test_a_folder_holding_a_run_is_refused_before_the_teacher_reads_the_genomes(tmp_path, genome_and_teacher,
+                                                                                 monkeypatch):
+    import genolin.train
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("the teacher's pass ran")
+
+    monkeypatch.setattr(genolin.train, "teacher_tracks", no_pass)
+    d = genome_and_teacher
+    r = run("train", "--fasta", d / "g.fa", "--tss", d / "g.bed", *SMALL, "--teacher", d / "teacher", "--out",
+            d / "teacher")
+    assert r.exit_code == 1 and "holds a run already" in r.output and "teacher's pass" not in r.output
