@@ -244,7 +244,7 @@ def earlier_rows(path: Path, recipes: dict, training: set[tuple], args: dict | N
         if key in theirs and theirs[key] != args.get(key):
             sys.exit(f"bacteria_proxy: --rows-from {path}: that run had --{key.replace('_', '-')} {theirs[key]!r}, "
                      f"this one {args.get(key)!r}")
-    if data.get("meta", {}).get("folds", FOLDS) not in (FOLDS, {f: list(g) for f, g in FOLDS.items()}):
+    if data.get("meta", {}).get("folds", FOLDS) not in (FOLDS, json.loads(json.dumps(FOLDS))):
         sys.exit(f"bacteria_proxy: --rows-from {path}: that run held out other folds")
     rows = []
     for r in data["rows"]:

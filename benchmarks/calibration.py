@@ -73,10 +73,10 @@ def one_seed(paths: dict[str, Path], thresholds: list[float], method: str) -> di
     maps = {g: fit([d for h, d in datas.items() if fold_of[h] != fold_of[g]]) for g in datas}
     genomes = {}
     for g, d in datas.items():
+        raw = d.sum_p[d.total > 0] / d.total[d.total > 0]  # the mean value of each logit bin holding bins
         genomes[g] = {"far": g in FAR, "ece_raw": ece(d), "ece": ece(d, maps[g]),
                       "base_rate": float(d.near.sum() / d.total.sum()),
-                      "max_value": float(maps[g].apply(d.sum_p[d.total > 0] / d.total[d.total > 0]).max()),
-                      "max_raw": float((d.sum_p[d.total > 0] / d.total[d.total > 0]).max()),
+                      "max_value": float(maps[g].apply(raw).max()), "max_raw": float(raw.max()),
                       "reliability": reliability(d, maps[g]), "reliability_raw": reliability(d),
                       "thresholds": {str(t): calls_at(d, maps[g], t) for t in thresholds}}
     rules = {}
@@ -119,7 +119,7 @@ def tables(result: dict) -> str:
                     cells += [f"{x['per_mbp']:.1f}, {fmt(x['precision'])}, {fmt(x['recall'])}",
                               fmt(x["density_rule"]["precision"])]
                 lines.append(f"| {seed} | {g}{' (far)' if v['far'] else ''} | {v['base_rate']:.4f} | "
-                             f"{v['ece_raw']:.4f} | {v['ece']:.4f} | {v.get('max_raw', float('nan')):.3f}, "
+                             f"{v['ece_raw']:.4f} | {v['ece']:.4f} | {v['max_raw']:.3f}, "
                              f"{v['max_value']:.3f} | " + " | ".join(cells)
                              + " |")
         lines += ["", "| seed | max ECE | " + " | ".join(
