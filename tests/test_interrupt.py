@@ -352,22 +352,29 @@ def predict_process(out, *args, group: bool = False):
         env={**os.environ, "OMP_NUM_THREADS": "2"}, preexec_fn=child)
 
 
-def test_sigint_to_a_predicting_process(tmp_path):
-    """SIGINT to ``genolin predict`` once it is writing its tracks: exit status 130, the interrupt's line last and
-    no traceback, no output or temporary file left."""
-    out = tmp_path / "out"
-    out.mkdir()
-    proc = predict_process(out)
+def interrupted_once_writing(out, size: int, send, *args, group: bool = False) -> str:
+    """Start ``predict_process``, ``send(proc)`` once a temporary output holds ``size`` bytes, and check what any
+    interrupted predict must leave: exit status 130, the interrupt's line last, nothing in ``out``. Returns stderr."""
+    proc = predict_process(out, *args, group=group)
     try:
-        assert started_writing(out, proc, 1 << 20), proc.communicate()[1][-2000:]
-        proc.send_signal(signal.SIGINT)
+        assert started_writing(out, proc, size), proc.communicate()[1][-2000:]
+        send(proc)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 130, err[-2000:]
     assert err.strip().splitlines()[-1] == "genolin: interrupted (Ctrl-C); no output was written"
-    assert "Traceback" not in err and "Aborted" not in err
     assert not list(out.iterdir())
+    return err
+
+
+def test_sigint_to_a_predicting_process(tmp_path):
+    """SIGINT to ``genolin predict`` once it is writing its tracks: exit status 130, the interrupt's line last and
+    no traceback, no output or temporary file left."""
+    out = tmp_path / "out"
+    out.mkdir()
+    err = interrupted_once_writing(out, 1 << 20, lambda proc: proc.send_signal(signal.SIGINT))
+    assert "Traceback" not in err and "Aborted" not in err
 
 
 @pytest.mark.slow
@@ -376,14 +383,6 @@ def test_ctrl_c_at_a_terminal_reaches_the_bigwig_writers_too(tmp_path):
     their parent, which drops their files; one line, exit status 130, nothing left."""
     out = tmp_path / "out"
     out.mkdir()
-    proc = predict_process(out, "--format", "bigwig", group=True)
-    try:
-        assert started_writing(out, proc, 1 << 16), proc.communicate()[1][-2000:]
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err[-2000:]
-    assert err.strip().splitlines()[-1] == "genolin: interrupted (Ctrl-C); no output was written"
+    err = interrupted_once_writing(out, 1 << 16, lambda proc: os.killpg(proc.pid, signal.SIGINT), "--format",
+                                   "bigwig", group=True)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    assert not list(out.iterdir())
