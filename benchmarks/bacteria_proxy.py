@@ -69,6 +69,7 @@ FOLDS = {"A": ("ecoli", "ccrescentus"), "B": ("bacillus", "cjejuni", "selongatus
 # folder; genolin train --teacher), its seeds ("0/1": these of --seeds only) and its folds ("B" or "A/C": these of
 # --folds only; to complete a recipe's table with folds an earlier run left out, training being deterministic)
 RECIPE_KEYS = ("preset", "teacher", "seeds", "folds")
+OOM_RETRIES = 5  # an evaluation beside --parallel trainings on one GPU can find its memory taken: waits, 60 s each
 QUICK = {"preset": "tiny", "seeds": "0", "folds": "A", "max_minutes": 1.0,
          "recipe": ["shipped:steps=20,val_every_steps=10", "s1:steps=20,val_every_steps=10,stride=1,tolerance_bins=1"]}
 
@@ -116,7 +117,7 @@ class Runner:
         if not (out / "metrics.json").exists():
             run([*GENOLIN, "evaluate", "--model", str(run_dir), "--fasta", pair[0], "--tss", pair[1],
                  "--rc-average", "--offset-average", str(offsets), "--device", self.args.device, "--out", str(out)],
-                log, self.env(gpu))
+                log, self.env(gpu), oom_retries=OOM_RETRIES)
         m = json.loads((out / "metrics.json").read_text())
         return genome_row(next(iter(m["genomes"].values())))
 
@@ -129,7 +130,7 @@ class Runner:
             if not (out / "metrics.json").exists():
                 run([*GENOLIN, "evaluate", *[a for d in run_dirs for a in ("--model", str(d))], "--fasta", pair[0],
                      "--tss", pair[1], "--rc-average", "--device", self.args.device, "--out", str(out)], log,
-                    self.env(gpu))
+                    self.env(gpu), oom_retries=OOM_RETRIES)
             (gm,) = json.loads((out / "metrics.json").read_text())["genomes"].values()
             return {**genome_row(gm), "members": {}}
         if offsets > 1:

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import queue
+import re
 import statistics
 import subprocess
 import sys
@@ -148,21 +149,30 @@ def profile_table(fn, device, rows: int, width: int = 60) -> str:
 
 
 # -- children --------------------------------------------------------------------------------------------------------
-def run(cmd: list[str], log: Path, env: dict | None = None) -> float:
+def run(cmd: list[str], log: Path, env: dict | None = None, oom_retries: int = 0, oom_wait_s: float = 60.0) -> float:
     """Run ``cmd`` (in ``env``, default this process's) with its output appended to ``log``; its wall seconds. A
-    failure's error ends with the last line the command wrote, so a result file says why without its log."""
-    with open(log, "a") as fh:
-        fh.write("$ " + " ".join(cmd) + "\n")
-        fh.flush()
-        start, t0 = fh.tell(), time.monotonic()
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
-    if proc.returncode:
+    failure's error ends with the last line the command wrote, so a result file says why without its log. A command
+    that ran out of memory is run again up to ``oom_retries`` times, ``oom_wait_s`` apart (runs beside it on the
+    same GPU may have finished by then)."""
+    for attempt in range(oom_retries + 1):
+        with open(log, "a") as fh:
+            fh.write("$ " + " ".join(cmd) + "\n")
+            fh.flush()
+            start, t0 = fh.tell(), time.monotonic()
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        if not proc.returncode:
+            return time.monotonic() - t0
         with open(log, "rb") as fh:
             fh.seek(start)
             said = [line for line in fh.read().decode(errors="replace").splitlines() if line.strip()]
+        if attempt < oom_retries and said and re.search(r"ran out of memory|out of memory", said[-1]):
+            with open(log, "a") as fh:
+                fh.write(f"# out of memory: again in {oom_wait_s:.0f} s ({attempt + 1} of {oom_retries})\n")
+            time.sleep(oom_wait_s)
+            continue
         raise RuntimeError(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}"
                            + (f": {said[-1].strip()[:300]}" if said else ""))
-    return time.monotonic() - t0
+    raise AssertionError("unreachable")
 
 
 def run_child(cmd: list[str], env: dict, cwd: Path | None = None) -> tuple[float, str, str, float]:

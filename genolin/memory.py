@@ -8,6 +8,7 @@ prediction before its first batch) with one line instead of an allocator's error
     available_bytes(device)                 free GPU memory, or the RAM the process may still take
     peak_bytes(device)                      the most this process has held (CUDA tensors, or peak RSS)
     check_fits(needed, device, what, fix)   an InputError when the estimate is over what is available
+    out_of_memory_line(exc)                 an allocator's error that got past the guard, as one line for a user
 
 The activation coefficients are float32 elements per token per layer in units of d_model, read off the tensors
 autograd saves (``saved_tensors_hooks``; tests/test_long.py holds the estimate above the measured bytes for every
@@ -16,6 +17,8 @@ and the allocator's rounding are not counted there.
 """
 
 from __future__ import annotations
+
+import re
 
 import torch
 
@@ -127,6 +130,22 @@ def is_out_of_memory(exc: BaseException) -> bool:
                                                        and "can't allocate memory" in str(exc))
 
 
+def out_of_memory_line(exc: BaseException) -> str:
+    """One line for an out-of-memory error the estimates did not foresee (another process took the GPU's memory
+    after the check, or a stage without a check): where, what was asked for and what was free, and what to do."""
+    text = str(exc)
+    if isinstance(exc, torch.OutOfMemoryError):
+        asked = re.search(r"Tried to allocate ([\d.]+ [KMGT]?i?B)", text)
+        total = re.search(r"total capacity of ([\d.]+ [KMGT]?i?B) of which ([\d.]+ [KMGT]?i?B) is free", text)
+        figures = ", ".join(([f"{asked.group(1)} asked for"] if asked else [])
+                            + ([f"{total.group(2)} of {total.group(1)} free"] if total else []))
+        return (f"the GPU ran out of memory{f' ({figures})' if figures else ''}: another process may hold its "
+                "memory (nvidia-smi lists them), or a batch is too large; free the GPU or give a smaller batch "
+                "(--batch-size; genolin train: --set batch_size=N)")
+    return (f"the host ran out of memory (RAM: {text.strip().splitlines()[0][:200]}): close other programs or give "
+            "a smaller batch (--batch-size; genolin train: --set batch_size=N)")
+
+
 def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
     """An InputError naming ``what`` (the batch and its longest input), the estimate, what the device has, and
     ``fix`` (the settings to change), when ``needed`` bytes are more than ``available_bytes``."""
@@ -137,5 +156,6 @@ def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
                                f"{fix}")
 
 
-__all__ = ["GIB", "available_bytes", "check_fits", "gib", "inference_bytes", "is_out_of_memory", "peak_bytes",
+__all__ = ["GIB", "available_bytes", "check_fits", "gib", "inference_bytes", "is_out_of_memory", "out_of_memory_line",
+           "peak_bytes",
            "training_bytes", "window_bytes"]

@@ -161,3 +161,25 @@ def test_a_recipe_of_some_folds_is_completed_by_an_earlier_runs_rows(proxy, tmp_
     with pytest.raises(SystemExit, match="folds=D: D is not one of --folds"):
         proxy.recipe_folds({"folds": "D"}, ["A", "B"])
     assert proxy.recipe_seeds({"seeds": "00/2"}, [0, 1, 2]) == [0, 2]
+
+
+def test_an_evaluation_that_ran_out_of_memory_is_run_again_and_other_failures_are_not(proxy, tmp_path):
+    """``common.run`` runs a command whose last line says it ran out of memory again (runs beside it on the GPU may
+    have finished), up to ``oom_retries`` times; any other failure, or the last try's, is the RuntimeError."""
+    count = tmp_path / "count"
+    script = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); n = len(p.read_text()) if p.exists() else 0; "
+              "p.write_text('x' * (n + 1)); print(sys.argv[2] if n < int(sys.argv[3]) else 'ok'); "
+              "sys.exit(1 if n < int(sys.argv[3]) else 0)")
+    oom = "genolin: error: the GPU ran out of memory (768.00 MiB asked for, 448.25 MiB of 79.18 GiB free): ..."
+    log = tmp_path / "log.txt"
+    proxy.run([sys.executable, "-c", script, str(count), oom, "2"], log, oom_retries=2, oom_wait_s=0)
+    assert count.read_text() == "xxx" and log.read_text().count("# out of memory: again in 0 s") == 2
+    count.unlink()
+    with pytest.raises(RuntimeError, match="ran out of memory"):
+        proxy.run([sys.executable, "-c", script, str(count), oom, "3"], log, oom_retries=2, oom_wait_s=0)
+    assert count.read_text() == "xxx"
+    count.unlink()
+    with pytest.raises(RuntimeError, match="genolin: error: bad input"):
+        proxy.run([sys.executable, "-c", script, str(count), "genolin: error: bad input", "1"], log, oom_retries=2,
+                  oom_wait_s=0)
+    assert count.read_text() == "x"

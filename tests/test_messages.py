@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 from click.testing import CliRunner
-from conftest import ECOLI_BGZ, FIXTURES, GUE_TATA
+from conftest import ECOLI_BGZ, FIXTURES, GENE_STARTS, GUE_TATA
 
 from genolin.cli import cli
 from genolin.io.fasta import read_fasta
@@ -111,3 +112,28 @@ def test_an_empty_out_is_refused_naming_the_option(tmp_path, monkeypatch, comman
     assert f"genolin: error: Invalid value for '--out': {out!r} is " in r.output and "give a name" in r.output
     assert len(r.output.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.fa"]
+
+
+@pytest.mark.parametrize(("exc", "said"), [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity of 79.18 GiB "
+                            "of which 448.25 MiB is free. Process 2457 has 14.13 GiB memory in use."),
+     "genolin: error: the GPU ran out of memory (768.00 MiB asked for, 448.25 MiB of 79.18 GiB free): another process "
+     "may hold its memory (nvidia-smi lists them), or a batch is too large; free the GPU or give a smaller batch "
+     "(--batch-size; genolin train: --set batch_size=N)"),
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 123 bytes."),
+     "genolin: error: the host ran out of memory (RAM: DefaultCPUAllocator: can't allocate memory: you tried to "
+     "allocate 123 bytes.): close other programs or give a smaller batch")])
+def test_running_out_of_memory_past_the_estimates_is_one_line_not_an_internal_error(tmp_path, monkeypatch, exc,
+                                                                                    said):
+    """An allocator's error the memory guard did not foresee (another process took the GPU's memory after the check,
+    as six trainings beside an evaluation once did): one line saying where memory ran out and what to do."""
+    import genolin.evaluate
+
+    def out_of_memory(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(genolin.evaluate, "evaluate", out_of_memory)
+    r = run("evaluate", "--model", "bacteria", "--fasta", ECOLI_BGZ, "--tss", GENE_STARTS, "--device",
+            "cpu", "--out", tmp_path / "e")
+    assert r.exit_code == 1 and r.output.strip().splitlines()[-1].startswith(said), r.output
+    assert "internal error" not in r.output and not (tmp_path / "e").exists()

@@ -117,11 +117,21 @@ def _report(exc: Exception, *, verbose: bool) -> None:
         message = str(exc)
     elif isinstance(exc, OSError) and exc.filename:
         message = f"{exc.filename}: {exc.strerror or exc}"
+    elif "torch" in sys.modules and _out_of_memory(exc):
+        from genolin import memory
+
+        message = memory.out_of_memory_line(exc)
     elif isinstance(exc, OSError | MemoryError):
         message = f"{type(exc).__name__}: {exc}"
     else:
         message = f"internal error ({type(exc).__name__}: {exc})" + ("" if verbose else "; -v shows the traceback")
     click.echo(f"genolin: error: {message}", err=True)
+
+
+def _out_of_memory(exc: Exception) -> bool:
+    from genolin import memory
+
+    return memory.is_out_of_memory(exc)
 
 
 def _setup_logging(verbose: int, quiet: bool) -> None:
