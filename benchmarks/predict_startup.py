@@ -9,7 +9,8 @@ Rows, each the median wall clock of --repeats fresh processes:
 - genome index: the FASTA read and indexed (`TrackData.load`, as predict's `scoring_data`; no torch);
 - first batch: load_run, the genome, then the first piece of `Predictor.region_probs` (CUDA graph capture or kernel
   compilation, the pipeline's threads started);
-- the whole command `genolin -q predict --model M --fasta G --rc-average --device D --out P`.
+- the whole command `genolin -q predict --model M --fasta G --rc-average --device D --out P`; on a CPU also with
+  `--precision float32` (the default runs bfloat16 weights in bfloat16 where the CPU has bfloat16 matrix units).
 Rows other than the interpreter's also give, in "inside s", the part timed inside the child (the stage itself,
 after the interpreter started). Then the whole command once more with GENOLIN_TIMINGS=1: the offsets from the
 process's start at which each stage of that one predict process ended (``genolin.timings.mark``), and the exit.
@@ -143,6 +144,8 @@ def main() -> None:
               ("genome index (TrackData.load)", [py, "-c", INDEX.format(**fill)]),
               ("load_run + genome + first batch (inside: the first batch)", [py, "-c", FIRST.format(**fill)]),
               ("genolin -q predict ... --rc-average (whole command)", predict)]
+    if args.device == "cpu":  # the default's precision (bfloat16 where the CPU and the weights allow) against float32
+        parts.append(("the whole command with --precision float32", [*predict, "--precision", "float32"]))
     result = {"meta": meta_of(args, fasta), "rows": [], "timeline": None}
     for name, cmd in parts:
         result["rows"].append(row(name, cmd, env, args.repeats))
@@ -161,6 +164,15 @@ def meta_of(args, fasta: str) -> dict:
 
     run_dirs = resolve_models(args.model, args.device)  # a bundled ensemble: every member the command loads
     meta = run_meta("predict_startup", run_dirs[0], args.device)
+    if args.device == "cpu":
+        import torch
+
+        from genolin.checkpoint import read_run_config, weights_for_inference
+        from genolin.inference.loading import inference_bf16
+
+        bf16 = inference_bf16(read_run_config(run_dirs[0]), torch.device("cpu"),
+                              [weights_for_inference(d) for d in run_dirs])
+        meta["default_precision"] = "bfloat16" if bf16 else "float32"
     meta["model"] = {"name": args.model, "run": "+".join(d.name for d in run_dirs), **meta["model"]}
     return {**meta, "device": args.device, "repeats": args.repeats, "genome": {"fasta": Path(fasta).name}}
 
@@ -169,9 +181,11 @@ def write(result: dict, prefix: Path) -> str:
     """PREFIX.json and PREFIX.md of what has run so far; returns the markdown."""
     meta, rows, tl = result["meta"], result["rows"], result["timeline"]
     m = meta["model"]
+    precision = f" ({meta['default_precision']} by default)" if meta.get("default_precision") else ""
     lines = [*heading("genolin predict start-up", meta,
                       f"{meta['gpu'] or meta['cpu']} ({meta['cpu_count']} CPUs), Python {meta['python']}, torch "
-                      f"{meta['torch']}, genolin {meta['genolin']}; device {meta['device']}; model {m['name']} "
+                      f"{meta['torch']}, genolin {meta['genolin']}; device {meta['device']}{precision}; "
+                      f"model {m['name']} "
                       f"({m['run']}: d_model {m['d_model']}, {m['n_layers']} layers, {m['mixer']}, k {m['k']}, stride "
                       f"{m['stride']}, window {m['window_bp']:,} bp); genome {meta['genome']['fasta']}; median of "
                       f"{meta['repeats']} fresh processes per row"),

@@ -382,6 +382,16 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
         raise InputError(path, f"corrupt or unreadable safetensors file ({exc})") from None
 
 
+def stored_bf16(path: str | os.PathLike) -> bool:
+    """Whether a safetensors file holds its floating-point tensors in bfloat16 (read from its header)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        kinds = {fh.get_slice(k).get_dtype() for k in fh.keys()}
+    floats = kinds & {"F64", "F32", "F16", "BF16"}
+    return floats == {"BF16"}
+
+
 def load_weights(path: str | os.PathLike, module: torch.nn.Module) -> dict[str, str]:
     tensors, metadata = load_tensors(path)
     for name, tensor in tensors.items():  # a damaged (or diverged) file would give NaN predictions, not an error

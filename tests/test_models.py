@@ -305,3 +305,40 @@ def test_a_distilled_member_trains_its_teachers_first_and_names_them(tmp_path, m
     monkeypatch.setattr(build, "DISTIL", {"student": ("other",), "other": ("student",)})
     with pytest.raises(SystemExit, match="student -> other -> student: a member cannot be its own teacher"):
         build.teacher_runs("student", pairs, tmp_path / "cycle", "cuda")
+
+
+def test_a_cpu_runs_bfloat16_weights_in_bfloat16_only_where_it_multiplies_them_natively(tmp_path, monkeypatch,
+                                                                                       start_run):
+    """``inference_bf16`` on a CPU: bfloat16 for a track run whose weights are all stored in bfloat16 (the bundled
+    student) on a CPU with bfloat16 matrix units, float32 for float32 weights (a run trained here) or without them;
+    ``stored_bf16`` reads the file's header."""
+    import genolin.inference.loading as loading
+    from genolin.checkpoint import read_run_config, save_weights, stored_bf16
+
+    student = resolve_model("bacteria", "cpu")
+    trained = next(start_run.glob("*.safetensors"))
+    assert stored_bf16(student / "best.safetensors") and not stored_bf16(trained)
+    mixed = tmp_path / "mixed.safetensors"
+    save_weights(mixed, {"a": torch.zeros(2, dtype=torch.bfloat16), "b": torch.zeros(2)}, {})
+    assert not stored_bf16(mixed)
+    cpu = torch.device("cpu")
+    for native in (True, False):
+        monkeypatch.setattr(loading, "cpu_bf16", lambda native=native: native)
+        assert loading.inference_bf16(read_run_config(student), cpu, [student / "best.safetensors"]) is native
+        assert loading.inference_bf16(read_run_config(start_run), cpu, [trained]) is False
+
+
+def test_bfloat16_on_a_cpu_stays_within_0_002_of_float32_and_the_log_says_which(tmp_path, piece):
+    """The bundled CPU student over 60 kbp, both strands, in bfloat16 (forced, so that a CPU without bfloat16
+    units runs it too) against float32, the reference: every 4-bp value within 0.002 (measured on 1 Mbp: 0.0017)."""
+    values = {}
+    for precision in ("float32", "bfloat16"):
+        r = CliRunner().invoke(cli, ["predict", "--model", "bacteria", "--fasta", str(piece / "piece.fa"),
+                                     "--device", "cpu", "--precision", precision, "--out", str(tmp_path / precision)])
+        assert r.exit_code == 0 and f"precision: {precision}" in r.output, r.output
+        values[precision] = [float(line.split("\t")[3]) for strand in ("plus", "minus")
+                             for line in (tmp_path / f"{precision}.{strand}.bedGraph").read_text().splitlines()[1:]
+                             for _ in range((int(line.split("\t")[2]) - int(line.split("\t")[1])) // 4)]
+    ref, fast = values["float32"], values["bfloat16"]
+    assert len(ref) == len(fast) == 2 * 60_000 // 4 and max(ref) > 0.05
+    assert max(abs(a - b) for a, b in zip(ref, fast, strict=True)) <= 0.002

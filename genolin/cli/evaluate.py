@@ -11,6 +11,7 @@ from genolin.cli.options import (
     check_calls,
     check_out,
     circular_option,
+    precision_option,
     window_option,
 )
 
@@ -48,8 +49,9 @@ from genolin.cli.options import (
                    "out, with a warning naming them. --held-out: the end of every contig that training holds out "
                    "(val_fraction). --whole-genome: every bin, training part included (with a warning).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
+@precision_option
 def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shift_average, window_bp, window_offsets,
-             threshold, calls_per_mbp, min_distance, held_out, device) -> None:
+             threshold, calls_per_mbp, min_distance, held_out, device, precision) -> None:
     """Score a trained model: metrics.json, report.md, roc.png and pr.png."""
     from genolin.config import DataSpec
     from genolin.evaluate import evaluate as run_evaluation
@@ -59,7 +61,7 @@ def evaluate(model_dirs, fasta, csv, labels, tss, circular, out, rc_average, shi
     if len(model_dirs) > 1 and out is None:
         raise click.UsageError("an ensemble (--model given more than once) needs --out for its report")
     run = load_run(list(model_dirs), device, shift_views=shift_average, window_bp=window_bp,
-                   window_offsets=window_offsets)
+                   window_offsets=window_offsets, bf16_weights=precision)
     inputs = DataSpec(run.task.name, fasta=list(fasta), csv=csv, labels=labels, tss=list(tss),
                       circular=list(circular))
     run_evaluation(run, inputs, out or report_dir(model_dirs[0], (csv, *fasta)), rc_average=run.rc_average(rc_average),

@@ -11,6 +11,7 @@ from genolin.cli.options import (
     check_calls,
     check_out,
     circular_option,
+    precision_option,
     window_option,
 )
 
@@ -57,12 +58,13 @@ from genolin.cli.options import (
               help="Track: called promoters on one strand are at least this many bp apart.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows or sequences per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", help="Where to run.")
+@precision_option
 @click.option("--compile/--no-compile", "compile_model", default=False,
               help="Run the model's blocks through torch.compile (compiling takes seconds on a machine's first run). "
                    "Off by default: eager batches replay CUDA graphs, which compiled blocks cannot, and run faster.")
 def predict(model_dirs, fasta, csv, out, out_dir, genome_file, summary, genes, rc_average, shift_average, window_bp,
             window_offsets, threshold, calls_per_mbp, track_format, contigs, circular, min_distance, batch_size, device,
-            compile_model) -> None:
+            precision, compile_model) -> None:
     """Predict promoters with a trained model.
 
     \b
@@ -110,7 +112,8 @@ def predict(model_dirs, fasta, csv, out, out_dir, genome_file, summary, genes, r
     check_calls(threshold, calls_per_mbp)
     # under torchrun the genome's windows are shared out over the processes
     run = load_run(list(model_dirs), device, batch_size=batch_size, distributed=True, compile=compile_model,
-                   shift_views=shift_average, window_bp=window_bp, window_offsets=window_offsets)
+                   shift_views=shift_average, window_bp=window_bp, window_offsets=window_offsets,
+                   bf16_weights=precision)
     if (genes or out_dir) and not run.task.has_track:
         raise click.UsageError(f"{'--genes' if genes else '--out-dir'} is for track models (genomes); "
                                f"{model_dirs[0]} is a {run.task.name} model")
