@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import queue
-import re
 import statistics
 import subprocess
 import sys
@@ -149,12 +148,17 @@ def profile_table(fn, device, rows: int, width: int = 60) -> str:
 
 
 # -- children --------------------------------------------------------------------------------------------------------
+# a command's last line when it ran out of memory: the allocator's error as genolin reports it, or the memory guard's
+# refusal (genolin.memory.check_fits) because other runs hold the GPU's memory
+OUT_OF_MEMORY = ("out of memory", "of GPU memory available")
+
+
 def run(cmd: list[str], log: Path, env: dict | None = None, oom_retries: int = 0, oom_wait_s: float = 60.0) -> float:
     """Run ``cmd`` (in ``env``, default this process's) with its output appended to ``log``; its wall seconds. A
     failure's error ends with the last line the command wrote, so a result file says why without its log. A command
     that ran out of memory is run again up to ``oom_retries`` times, ``oom_wait_s`` apart (runs beside it on the
     same GPU may have finished by then)."""
-    for attempt in range(oom_retries + 1):
+    for attempt in range(max(oom_retries, 0) + 1):
         with open(log, "a") as fh:
             fh.write("$ " + " ".join(cmd) + "\n")
             fh.flush()
@@ -165,7 +169,7 @@ def run(cmd: list[str], log: Path, env: dict | None = None, oom_retries: int = 0
         with open(log, "rb") as fh:
             fh.seek(start)
             said = [line for line in fh.read().decode(errors="replace").splitlines() if line.strip()]
-        if attempt < oom_retries and said and re.search(r"ran out of memory|out of memory", said[-1]):
+        if attempt < oom_retries and said and any(m in said[-1] for m in OUT_OF_MEMORY):
             with open(log, "a") as fh:
                 fh.write(f"# out of memory: again in {oom_wait_s:.0f} s ({attempt + 1} of {oom_retries})\n")
             time.sleep(oom_wait_s)

@@ -44,7 +44,8 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="the blocks through torch.compile (predict --compile)")
     ap.add_argument("--window-bp", type=int, default=None, help="predict --window-bp (default: the training window)")
     ap.add_argument("--bf16-weights", action=argparse.BooleanOptionalAction, default=None,
-                    help="load_run's bf16_weights (default: its own choice: on for track runs on CUDA)")
+                    help="load_run's bf16_weights (default: its own choice, inference_bf16: track runs on CUDA, "
+                         "and on a CPU with bfloat16 units those whose weights are stored in bfloat16)")
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default="benchmarks/results/predict_profile/latest")
     args = ap.parse_args()

@@ -144,9 +144,9 @@ def main() -> None:
               ("genome index (TrackData.load)", [py, "-c", INDEX.format(**fill)]),
               ("load_run + genome + first batch (inside: the first batch)", [py, "-c", FIRST.format(**fill)]),
               ("genolin -q predict ... --rc-average (whole command)", predict)]
-    if args.device == "cpu":  # the default's precision (bfloat16 where the CPU and the weights allow) against float32
-        parts.append(("the whole command with --precision float32", [*predict, "--precision", "float32"]))
     result = {"meta": meta_of(args, fasta), "rows": [], "timeline": None}
+    if result["meta"].get("default_precision") == "bfloat16":  # a CPU's default against float32
+        parts.append(("the whole command with --precision float32", [*predict, "--precision", "float32"]))
     for name, cmd in parts:
         result["rows"].append(row(name, cmd, env, args.repeats))
         write(result, Path(args.out))

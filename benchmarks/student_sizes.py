@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ def parse_size(text: str) -> tuple[str, dict]:
     try:
         dims = [int(x) for x in shape.split("x")]
         d, layers = dims[:2]
-        heads = dims[2] if len(dims) > 2 else 4
+        heads = dims[2] if len(dims) > 2 else 4  # the bundled student's
     except ValueError:
         sys.exit(f"student_sizes: --size {text!r}: expected NAME=D_MODELxLAYERS[xHEADS]:MIXER")
     if not name or not mixer or len(dims) > 3:
@@ -78,11 +79,17 @@ def main() -> None:
 
     base = resolve_model("bacteria", "cpu")
     work = work_folder(args.work, "student_sizes_")
-    meta = run_metadata("student_sizes", vars(args))
+    import torch
+
+    from genolin.bench import cpu_name
+    from genolin.device import cpu_bf16
+
+    meta = {**run_metadata("student_sizes", vars(args)), "cpu": cpu_name(), "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "precision": "bfloat16" if cpu_bf16() else "float32"}
     rows = []
     for name, model in map(parse_size, args.size or SIZES):
         params = random_run(work / name, base, model)
-        cmd = [*GENOLIN, "-q", "predict", "--model", str(work / name), "--fasta", args.fasta, "--rc-average",
+        cmd = [*GENOLIN, "predict", "--model", str(work / name), "--fasta", args.fasta, "--rc-average",
                "--device", "cpu", "--out", str(work / "P")]
         runs = [run_child(cmd, None, ROOT)[::3] for _ in range(args.repeats)]  # (wall s, peak MiB)
         wall = statistics.median(r[0] for r in runs)
@@ -90,9 +97,10 @@ def main() -> None:
                      "walls_s": [round(r[0], 2) for r in runs], "peak_mib": round(max(r[1] for r in runs)),
                      "fits": wall <= args.budget_s})
         print(f"{name:10s} {params / 1e6:5.2f} M parameters  {wall:6.1f} s", flush=True)
-    about = (f"{meta['cpu']}, torch {meta['torch']}, genolin {meta['genolin']}; random weights in bfloat16 (the "
-             f"bundled student's settings otherwise); genome {Path(args.fasta).name}; median of {args.repeats} fresh "
-             "process(es) per size")
+    about = (f"{meta['cpu']} ({meta['cpu_count']} CPUs), torch {meta['torch']}, genolin {meta['genolin']}; random "
+             f"weights stored in bfloat16, run in {meta['precision']} (the default on this CPU; the bundled student's "
+             f"settings otherwise); genome {Path(args.fasta).name}; median of {args.repeats} fresh process(es) per "
+             "size")
     text = "\n".join([*heading("CPU student sizes against the time budget", meta, about),
                       "| size | d_model x layers | mixer | parameters (M) | whole command s | runs s | peak MiB | "
                       f"within {args.budget_s:.0f} s |", "|---|---|---|---:|---:|---|---:|---|",

@@ -134,16 +134,18 @@ def out_of_memory_line(exc: BaseException) -> str:
     """One line for an out-of-memory error the estimates did not foresee (another process took the GPU's memory
     after the check, or a stage without a check): where, what was asked for and what was free, and what to do."""
     text = str(exc)
+    smaller = "a smaller batch (predict: --batch-size; train: --set batch_size=N)"
     if isinstance(exc, torch.OutOfMemoryError):
         asked = re.search(r"Tried to allocate ([\d.]+ [KMGT]?i?B)", text)
         total = re.search(r"total capacity of ([\d.]+ [KMGT]?i?B) of which ([\d.]+ [KMGT]?i?B) is free", text)
         figures = ", ".join(([f"{asked.group(1)} asked for"] if asked else [])
                             + ([f"{total.group(2)} of {total.group(1)} free"] if total else []))
         return (f"the GPU ran out of memory{f' ({figures})' if figures else ''}: another process may hold its "
-                "memory (nvidia-smi lists them), or a batch is too large; free the GPU or give a smaller batch "
-                "(--batch-size; genolin train: --set batch_size=N)")
-    return (f"the host ran out of memory (RAM: {text.strip().splitlines()[0][:200]}): close other programs or give "
-            "a smaller batch (--batch-size; genolin train: --set batch_size=N)")
+                f"memory (nvidia-smi lists them), or a batch is too large; free the GPU or give {smaller}")
+    asked = re.search(r"tried to allocate (\d+) bytes", text)
+    figures = f"{gib(int(asked.group(1)))} asked for, " if asked else ""
+    return (f"the host ran out of memory ({figures}{gib(host.available_bytes())} of RAM available now): close other "
+            f"programs or give {smaller}")
 
 
 def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
@@ -156,6 +158,5 @@ def check_fits(needed: int, device: torch.device, what: str, fix: str) -> None:
                                f"{fix}")
 
 
-__all__ = ["GIB", "available_bytes", "check_fits", "gib", "inference_bytes", "is_out_of_memory", "out_of_memory_line",
-           "peak_bytes",
-           "training_bytes", "window_bytes"]
+__all__ = ["GIB", "available_bytes", "check_fits", "gib", "inference_bytes", "is_out_of_memory",
+           "out_of_memory_line", "peak_bytes", "training_bytes", "window_bytes"]

@@ -119,10 +119,10 @@ def test_an_empty_out_is_refused_naming_the_option(tmp_path, monkeypatch, comman
                             "of which 448.25 MiB is free. Process 2457 has 14.13 GiB memory in use."),
      "genolin: error: the GPU ran out of memory (768.00 MiB asked for, 448.25 MiB of 79.18 GiB free): another process "
      "may hold its memory (nvidia-smi lists them), or a batch is too large; free the GPU or give a smaller batch "
-     "(--batch-size; genolin train: --set batch_size=N)"),
-    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 123 bytes."),
-     "genolin: error: the host ran out of memory (RAM: DefaultCPUAllocator: can't allocate memory: you tried to "
-     "allocate 123 bytes.): close other programs or give a smaller batch")])
+     "(predict: --batch-size; train: --set batch_size=N)"),
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
+                  "to allocate 1125899906842624 bytes. Error code 12 (Cannot allocate memory)"),
+     "genolin: error: the host ran out of memory (1048576.0 GiB asked for, ")])
 def test_running_out_of_memory_past_the_estimates_is_one_line_not_an_internal_error(tmp_path, monkeypatch, exc,
                                                                                     said):
     """An allocator's error the memory guard did not foresee (another process took the GPU's memory after the check,

@@ -326,6 +326,25 @@ def test_a_cpu_runs_bfloat16_weights_in_bfloat16_only_where_it_multiplies_them_n
         monkeypatch.setattr(loading, "cpu_bf16", lambda native=native: native)
         assert loading.inference_bf16(read_run_config(student), cpu, [student / "best.safetensors"]) is native
         assert loading.inference_bf16(read_run_config(start_run), cpu, [trained]) is False
+        assert loading.inference_bf16(read_run_config(student), cpu, [student / "best.safetensors", trained]) is False
+
+
+def test_an_ensemble_of_several_strides_takes_one_precision_and_says_it_once(caplog, monkeypatch):
+    """The bundled GPU members (strides 4 and 1) loaded on a CPU: one choice for both strides' members, one line."""
+    import logging
+
+    import genolin.inference.loading as loading
+    from genolin.inference import load_run
+
+    for native, dtype in ((True, torch.bfloat16), (False, torch.float32)):
+        monkeypatch.setattr(loading, "cpu_bf16", lambda native=native: native)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="genolin"):
+            run = load_run(["bacteria-base", "bacteria-s1"], "cpu")
+        said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("precision:")]
+        assert said == [f"precision: {'bfloat16 (--precision float32 for float32)' if native else 'float32'}"]
+        members = [run.predictor.model, *(p.model for p, _ in run.predictor.others)]
+        assert len(members) == 2 and {next(m.parameters()).dtype for m in members} == {dtype}
 
 
 def test_bfloat16_on_a_cpu_stays_within_0_002_of_float32_and_the_log_says_which(tmp_path, piece):

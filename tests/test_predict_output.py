@@ -254,7 +254,8 @@ def test_batched_pipelined_windows_equal_one_window_at_a_time(two_contigs, compi
 def test_bf16_weights_predict_the_float32_values(two_contigs):
     """load_run(bf16_weights=True) (the default for track runs on CUDA that trained under autocast): weights and
     residual stream in bfloat16, the norms' float32 epsilon kept; probabilities within 0.01 of float32's. The
-    default on a CPU keeps float32, and explain's load keeps it on any device."""
+    default on a CPU keeps float32 for this run, whose weights are stored in float32 (``inference_bf16``), and
+    explain's load keeps it on any device."""
     import torch
 
     from genolin.inference import load_run

@@ -135,16 +135,24 @@ def inference_bf16(config: RunConfig, device: torch.device, weights: list[Path])
     return device.type == "cpu" and cpu_bf16() and all(ckpt.stored_bf16(w) for w in weights)
 
 
-def _set_precision(members: list, config: RunConfig, dev: torch.device, bf16_weights: bool | None) -> None:
-    """The members cast to bfloat16 when ``bf16_weights`` (None: ``inference_bf16``'s choice); a track model's
-    precision logged on a CPU, where it depends on the processor."""
+def _set_precision(members: list, config: RunConfig, dev: torch.device, bf16_weights: bool | None,
+                   log_it: bool) -> None:
+    """The members cast to bfloat16 when ``bf16_weights`` (None: ``inference_bf16``'s choice), and the choice logged
+    (``_log_precision``) when ``log_it``."""
     if bf16_weights is None:
         bf16_weights = inference_bf16(config, dev, [m[2] for m in members])
     if bf16_weights:
         for member in members:
             member[0].to_inference_bf16()
-    if dev.type == "cpu" and TASK_TYPES[config.task].has_track:
-        log.info("precision: %s", "bfloat16 (--precision float32 for float32)" if bf16_weights else "float32")
+    if log_it:
+        _log_precision(config, dev, bf16_weights)
+
+
+def _log_precision(config: RunConfig, dev: torch.device, bf16: bool) -> None:
+    """On a CPU, where it depends on the processor, the precision of a track model (or of any model cast to
+    bfloat16)."""
+    if dev.type == "cpu" and (bf16 or TASK_TYPES[config.task].has_track):
+        log.info("precision: %s", "bfloat16 (--precision float32 for float32)" if bf16 else "float32")
 
 
 def _check_window(config: RunConfig, window_bp: int | None) -> None:
@@ -230,7 +238,8 @@ def _load_strides(groups: list[list], device: str, *, distributed: bool, window_
 
 def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_size: int | None = None,
              distributed: bool = False, compile: bool = False, shift_views: int | None = 0,
-             bf16_weights: bool | None = None, window_bp: int | None = None, window_offsets: int = 1) -> Run:
+             bf16_weights: bool | None = None, window_bp: int | None = None, window_offsets: int = 1,
+             log_precision: bool = True) -> Run:
     """The model of a run directory (best weights if training validated, else the last), in eval mode; a list of
     run directories: their ensemble (see the package docstring), whose decision threshold is the mean of the ones
     its members chose on validation (when all did).
@@ -240,8 +249,8 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     leading bases dropped (``Predictor._per_batch``); None: the training's own shift range (max_shift_bp) for a
     classifier trained with reverse complements (the small and base presets), else 0.
     ``bf16_weights``: the model cast to bfloat16 (``Encoder.to_inference_bf16``: the residual stream too); None:
-    for track models on CUDA that trained under bf16 autocast (genome windows, where the speed counts; explain
-    passes False: its gradients keep float32 weights).
+    ``inference_bf16``'s choice, one for all members (explain passes False: its gradients keep float32 weights).
+    ``log_precision``: log a CPU's choice (an ensemble of several strides logs it once, not per stride).
     ``window_bp``: track models read the genome in windows of this many bp (a multiple of the stride, at least the
     training window; margins stay an eighth of the training window, so longer windows read fewer bases twice:
     1.33x at the training window, 1.07x at four times it); None: the training window.
@@ -255,9 +264,13 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     _check_ensemble(run_dirs, configs)
     groups = stride_groups(run_dirs, configs)
     if len(groups) > 1:
+        dev = pick_device(device)
+        if bf16_weights is None:  # one choice for the members of every stride
+            bf16_weights = inference_bf16(configs[0], dev, [ckpt.weights_for_inference(d) for d in run_dirs])
+        _log_precision(configs[0], dev, bf16_weights)
         return _load_strides(groups, device, batch_size=batch_size, distributed=distributed, compile=compile,
                              shift_views=shift_views, bf16_weights=bf16_weights, window_bp=window_bp,
-                             window_offsets=window_offsets)
+                             window_offsets=window_offsets, log_precision=False)
     config = configs[0]
     kind = TASK_TYPES[config.task]
     _check_window(config, window_bp)
@@ -279,7 +292,7 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
         loading.start()
     members = [_member(d, c, dev) for d, c in zip(run_dirs, configs, strict=True)]
     mark("weights on the device")
-    _set_precision(members, config, dev, bf16_weights)
+    _set_precision(members, config, dev, bf16_weights, log_precision)
     model, task, weights, _ = members[0]
     if batch_size is None:
         batch_size = config.train.batch_size
