@@ -222,7 +222,12 @@ def _load_strides(groups: list[list], device: str, *, distributed: bool, window_
         raise InputError("--model", "an ensemble of several strides (a bundled model's GPU members too: genolin "
                                     "models) runs in one process, not under torchrun; name one member (e.g. "
                                     "bacteria-base) or run without torchrun")
-    runs = [load_run(group, device, **options) for group in groups]
+    config, dev = ckpt.read_run_config(groups[0][0]), pick_device(device)
+    if options["bf16_weights"] is None:  # one choice for the members of every stride
+        weights = [ckpt.weights_for_inference(d) for group in groups for d in group]
+        options["bf16_weights"] = inference_bf16(config, dev, weights)
+    _log_precision(config, dev, options["bf16_weights"])
+    runs = [load_run(group, device, **options, log_precision=False) for group in groups]
     sizes = [len(group) for group in groups]
     first = runs[0]
     first.predictor.others = [(run.predictor, n) for run, n in zip(runs[1:], sizes[1:], strict=True)]
@@ -264,13 +269,9 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     _check_ensemble(run_dirs, configs)
     groups = stride_groups(run_dirs, configs)
     if len(groups) > 1:
-        dev = pick_device(device)
-        if bf16_weights is None:  # one choice for the members of every stride
-            bf16_weights = inference_bf16(configs[0], dev, [ckpt.weights_for_inference(d) for d in run_dirs])
-        _log_precision(configs[0], dev, bf16_weights)
         return _load_strides(groups, device, batch_size=batch_size, distributed=distributed, compile=compile,
                              shift_views=shift_views, bf16_weights=bf16_weights, window_bp=window_bp,
-                             window_offsets=window_offsets, log_precision=False)
+                             window_offsets=window_offsets)
     config = configs[0]
     kind = TASK_TYPES[config.task]
     _check_window(config, window_bp)
