@@ -49,7 +49,7 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
     # several strides keeps its other strides' members in predictor.others
     models = len(run.predictor.members) + sum(n for _, n in run.predictor.others)
     metrics["scoring"] = {"rc_average": rc_average, "shift_average": run.predictor.shift_views,
-                          "threshold": threshold, "models": models}
+                          "threshold": threshold, "models": models, "precision": precision_of(run.predictor)}
     if task.has_track:  # the calls' rule: a density, or None for the threshold
         metrics["scoring"]["calls_per_mbp"] = calls_per_mbp
     views = (f"Scored over {describe_views(rc_average, run.predictor.shift_views)}"
@@ -61,6 +61,14 @@ def evaluate(run, inputs: DataSpec, out_dir: str | Path, *, rc_average: bool = F
         save_data(Path(out_dir) / "calibration.npz", {name: g.calibration for name, g in scored.items()})
     log.info("%s -> %s", task.summary(metrics), report)
     return metrics, report
+
+
+def precision_of(predictor) -> str:
+    """The arithmetic of a predictor's model pass, as metrics.json records it: on a CPU it depends on the processor
+    (``inference_bf16``), on a GPU on the run's autocast."""
+    if str(next(predictor.model.parameters()).dtype) == "torch.bfloat16":
+        return "bfloat16"
+    return "bfloat16 autocast" if predictor.device.type == "cuda" and predictor.amp else "float32"
 
 
 def _curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: Path) -> list[str]:

@@ -361,3 +361,19 @@ def test_bfloat16_on_a_cpu_stays_within_0_002_of_float32_and_the_log_says_which(
     ref, fast = values["float32"], values["bfloat16"]
     assert len(ref) == len(fast) == 2 * 60_000 // 4 and max(ref) > 0.05
     assert max(abs(a - b) for a, b in zip(ref, fast, strict=True)) <= 0.002
+
+
+def test_metrics_json_records_the_precision_of_the_pass():
+    """``precision_of``: bfloat16 weights, bf16 autocast on CUDA, else float32 (a CPU ignores the run's autocast)."""
+    from types import SimpleNamespace
+
+    from genolin.evaluate import precision_of
+
+    def predictor(dtype, device, amp):
+        return SimpleNamespace(model=torch.nn.Linear(2, 2).to(dtype), device=torch.device(device), amp=amp)
+
+    assert precision_of(predictor(torch.bfloat16, "cpu", True)) == "bfloat16"
+    assert precision_of(predictor(torch.float32, "cpu", True)) == "float32"
+    assert precision_of(predictor(torch.float32, "cuda", True)) == "bfloat16 autocast"
+    assert precision_of(predictor(torch.float32, "cuda", False)) == "float32"
+

@@ -731,7 +731,7 @@ def test_shift_average_is_the_mean_over_each_view(tmp_path, gue_small):
     r = run("evaluate", "--model", out, "--csv", gue_small / "dev.csv", "--shift-average", 3, "--out", tmp_path / "e")
     assert r.exit_code == 0, r.output
     scoring = json.loads((tmp_path / "e" / "metrics.json").read_text())["scoring"]  # the report says how it scored
-    assert scoring == {"rc_average": False, "shift_average": 3, "threshold": 0.5, "models": 1}
+    assert scoring == {"rc_average": False, "shift_average": 3, "threshold": 0.5, "models": 1, "precision": "float32"}
     assert "Scored over the forward strand and shifts of 0..3 leading bases; decision threshold 0.5." in (
         tmp_path / "e" / "report.md").read_text()
     r = run("predict", "--model", FIXTURES / "v1_runs" / "track_run", "--fasta", ECOLI_BGZ, "--shift-average", 1,
