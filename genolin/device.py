@@ -2,8 +2,8 @@
 
 ``pick_device("auto" | "cpu" | "cuda", local_rank)``: CUDA when asked for or available ("auto"), the rank's own
 GPU under torchrun; asking for CUDA without one is an InputError. ``cpu_bf16`` says whether this CPU multiplies
-bfloat16 matrices natively. ``init_distributed`` joins torchrun's process
-group when RANK is set (NCCL on CUDA, gloo on CPU) and quiets the console of every rank but 0.
+bfloat16 matrices natively. ``init_distributed`` joins torchrun's process group when RANK is set (NCCL on CUDA, gloo
+on CPU) and quiets the console of every rank but 0.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 try:  # without a GPU, Triton kernels run in its interpreter; the flag must be set before triton is imported
@@ -37,6 +38,17 @@ def ecoli_slice(fasta: Path, bed: Path, contig: str, lo: int, hi: int) -> list[t
     starts = [(int(f[1]) - lo, f[5]) for f in rows if lo <= int(f[1]) < hi]
     bed.write_text("".join(f"{contig}\t{p}\t{p + 1}\tg\t0\t{s}\n" for p, s in starts))
     return starts
+
+
+def bedgraph_bases(path, length: int) -> np.ndarray:
+    """Per-base values of a one-contig bedGraph, NaN where no line covers a base; each base covered once."""
+    out = np.full(length, np.nan)
+    for line in path.read_text().splitlines()[1:]:
+        _, start, end, value = line.split("\t")
+        assert np.isnan(out[int(start):int(end)]).all() and int(end) <= length
+        out[int(start):int(end)] = float(value)
+    assert not np.isnan(out).any()
+    return out
 
 
 # a test that runs torch.compile's inductor on a CPU (it builds C++) is marked with this

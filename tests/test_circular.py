@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import ECOLI_BGZ, FIXTURES
+from conftest import ECOLI_BGZ, FIXTURES, bedgraph_bases
 
 from genolin.cli import cli
 from genolin.config import DataSpec
@@ -151,17 +151,6 @@ def track_of(run, data) -> np.ndarray:
         assert np.isnan(out[first:first + len(probs)]).all(), "a bin came twice"
         out[first:first + len(probs)] = probs
     assert not np.isnan(out).any(), "a bin never came"
-    return out
-
-
-def bedgraph_bases(path, length: int) -> np.ndarray:
-    """Per-base values of a one-contig bedGraph, NaN where no line covers a base; each base covered once."""
-    out = np.full(length, np.nan)
-    for line in path.read_text().splitlines()[1:]:
-        _, start, end, value = line.split("\t")
-        assert np.isnan(out[int(start):int(end)]).all() and int(end) <= length
-        out[int(start):int(end)] = float(value)
-    assert not np.isnan(out).any()
     return out
 
 

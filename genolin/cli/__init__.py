@@ -117,10 +117,8 @@ def _report(exc: Exception, *, verbose: bool) -> None:
         message = str(exc)
     elif isinstance(exc, OSError) and exc.filename:
         message = f"{exc.filename}: {exc.strerror or exc}"
-    elif "torch" in sys.modules and _out_of_memory(exc):
-        from genolin import memory
-
-        message = memory.out_of_memory_line(exc)
+    elif (oom := _out_of_memory_line(exc)) is not None:
+        message = oom
     elif isinstance(exc, OSError | MemoryError):
         message = f"{type(exc).__name__}: {exc}"
     else:
@@ -128,10 +126,14 @@ def _report(exc: Exception, *, verbose: bool) -> None:
     click.echo(f"genolin: error: {message}", err=True)
 
 
-def _out_of_memory(exc: Exception) -> bool:
+def _out_of_memory_line(exc: Exception) -> str | None:
+    """``memory.out_of_memory_line`` for an allocator's out-of-memory error, else None (so without torch loaded:
+    only torch's allocators raise one)."""
+    if "torch" not in sys.modules:
+        return None
     from genolin import memory
 
-    return memory.is_out_of_memory(exc)
+    return memory.out_of_memory_line(exc) if memory.is_out_of_memory(exc) else None
 
 
 def _setup_logging(verbose: int, quiet: bool) -> None:

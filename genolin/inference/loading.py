@@ -211,10 +211,12 @@ def stride_groups(run_dirs: list, configs: list[RunConfig]) -> list[list]:
     return [[run_dir for run_dir, _ in group] for group in groups]
 
 
-def _load_strides(groups: list[list], device: str, *, distributed: bool, window_offsets: int, **options) -> Run:
+def _load_strides(groups: list[list], config: RunConfig, device: str, *, distributed: bool, window_offsets: int,
+                  **options) -> Run:
     """The Run of an ensemble of several strides (``stride_groups``): each group loaded as an ensemble of its own,
     the finest one's predictor averaging the others' tracks into its own (``Predictor.others``), weighted by their
-    members; the decision threshold and TSS density are the members' means."""
+    members; the decision threshold and TSS density are the members' means. ``config``: the first member's (whose
+    task and autocast choose the precision of all, ``inference_bf16``)."""
     if window_offsets > 1:
         raise InputError("--offset-average", "averages tilings of one stride's windows; this ensemble has members of "
                                              "several strides")
@@ -222,7 +224,7 @@ def _load_strides(groups: list[list], device: str, *, distributed: bool, window_
         raise InputError("--model", "an ensemble of several strides (a bundled model's GPU members too: genolin "
                                     "models) runs in one process, not under torchrun; name one member (e.g. "
                                     "bacteria-base) or run without torchrun")
-    config, dev = ckpt.read_run_config(groups[0][0]), pick_device(device)
+    dev = pick_device(device)
     if options["bf16_weights"] is None:  # one choice for the members of every stride
         weights = [ckpt.weights_for_inference(d) for group in groups for d in group]
         options["bf16_weights"] = inference_bf16(config, dev, weights)
@@ -269,9 +271,9 @@ def load_run(run_dir: str | os.PathLike | list, device: str = "auto", *, batch_s
     _check_ensemble(run_dirs, configs)
     groups = stride_groups(run_dirs, configs)
     if len(groups) > 1:
-        return _load_strides(groups, device, batch_size=batch_size, distributed=distributed, compile=compile,
-                             shift_views=shift_views, bf16_weights=bf16_weights, window_bp=window_bp,
-                             window_offsets=window_offsets)
+        return _load_strides(groups, configs[0], device, batch_size=batch_size, distributed=distributed,
+                             compile=compile, shift_views=shift_views, bf16_weights=bf16_weights,
+                             window_bp=window_bp, window_offsets=window_offsets)
     config = configs[0]
     kind = TASK_TYPES[config.task]
     _check_window(config, window_bp)
