@@ -272,15 +272,16 @@ def test_the_model_help_names_the_bundled_models(command):
     assert f"bundled model's name ({', '.join(SHIPPED)};" in text if SHIPPED else "none in this install" in text
 
 
-def test_a_distilled_member_trains_its_teachers_first_and_names_them(tmp_path, monkeypatch):
-    """build with DISTIL: each teacher (a TEACHERS run, or another member) is trained before the student, once, and
-    the student's `genolin train` has a --teacher per teacher run; the card records the teachers."""
+def test_a_distilled_member_learns_from_its_teachers_as_shipped(tmp_path, monkeypatch):
+    """build with DISTIL: a TEACHERS run is trained before the student, once; a member teacher teaches from its
+    exported folder: built (trained, exported) first when this build builds it too, else the bundle's, and refused
+    when the bundle lacks it. The student's `genolin train` has a --teacher per folder; the card records them."""
     import genolin.models.build as build
 
     monkeypatch.setattr(build, "TEACHERS", {"big": ("base", ("steps=9",))})
     monkeypatch.setattr(build, "MEMBERS", {"other": ("base", "cuda", ()), "student": ("tiny", "cpu", ("x=1",))})
     monkeypatch.setattr(build, "DISTIL", {"student": ("big", "other")})
-    ran = []
+    ran, exported = [], []
 
     def fake_run(cmd, check):
         out = Path(cmd[cmd.index("--out") + 1])
@@ -288,24 +289,40 @@ def test_a_distilled_member_trains_its_teachers_first_and_names_them(tmp_path, m
         out.mkdir(parents=True)
         (out / "trainer_state.json").write_text("{}")
 
+    def fake_export(run_dir, out):
+        exported.append((run_dir, out))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text("{}")
+
     monkeypatch.setattr(build.subprocess, "run", fake_run)
-    pairs = [("g.fa", "g.bed")]
-    teachers = build.teacher_runs("student", pairs, tmp_path, "cuda")
-    assert teachers == [tmp_path / "teachers" / "big", tmp_path / "other"]
-    assert build.teacher_runs("student", pairs, tmp_path, "cuda") == teachers and len(ran) == 2  # trained once
-    cmd = build.train_command(pairs, "tiny", ["x=1"], "cuda", tmp_path / "student", teachers)
+    monkeypatch.setattr(build, "export", fake_export)
+    pairs, work, out = [("g.fa", "g.bed")], tmp_path / "work", tmp_path / "out"
+    with pytest.raises(SystemExit, match="student's teacher 'other' is not in .*out: build it too"):
+        build.teacher_runs("student", pairs, work, "cuda", out, {"student": ["x=1"]})
+    assert [c[c.index("--out") + 1] for c in ran] == [str(work / "teachers" / "big")]  # TEACHERS: trained first
+
+    both = {"other": ["y=2"], "student": ["x=1"]}  # building other too: trained with its settings, exported, taught
+    teachers = build.teacher_runs("student", pairs, work, "cuda", out, both)
+    assert teachers == [work / "teachers" / "big", out / "other"] and len(ran) == 2
+    assert "y=2" in ran[1] and "--teacher" not in ran[1] and exported == [(work / "other", out / "other")]
+    assert build.teacher_runs("student", pairs, work, "cuda", out, {"student": ["x=1"]}) == teachers
+    assert len(ran) == 2  # the bundle's other teaches as it is; nothing trained again
+    build.build_member("student", pairs, work, "cuda", out, {"student": ["x=1"]})
+    cmd = ran[-1]
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--teacher"] == [str(t) for t in teachers]
-    assert ran[0][ran[0].index("--preset") + 1] == "base" and "steps=9" in ran[0] and "--teacher" not in ran[0]
-    build.write_card(tmp_path, {"student": build.MEMBERS["student"]}, {"student": ["x=1"]})
-    card = json.loads((tmp_path / "model.json").read_text())
+    assert cmd[cmd.index("--preset") + 1] == "tiny" and exported[-1] == (work / "student", out / "student")
+
+    (out / "model.json").write_text(json.dumps({"settings": {"other": ["y=2"]}}))
+    build.write_card(out, {"student": build.MEMBERS["student"]}, {"student": ["x=1"]})
+    card = json.loads((out / "model.json").read_text())
     assert card["teachers"] == {"student": {"big": {"preset": "base", "settings": ["steps=9"]},
-                                            "other": {"preset": "base", "settings": []}}}
+                                            "other": {"preset": "base", "settings": ["y=2"]}}}  # as the bundle has it
     monkeypatch.setattr(build, "DISTIL", {"student": ("nobody",)})
     with pytest.raises(SystemExit, match="teacher 'nobody'"):
-        build.teacher_runs("student", pairs, tmp_path, "cuda")
+        build.teacher_runs("student", pairs, work, "cuda", out)
     monkeypatch.setattr(build, "DISTIL", {"student": ("other",), "other": ("student",)})
     with pytest.raises(SystemExit, match="student -> other -> student: a member cannot be its own teacher"):
-        build.teacher_runs("student", pairs, tmp_path / "cycle", "cuda")
+        build.teacher_runs("student", pairs, work, "cuda", out, {"student": [], "other": []})
 
 
 def test_a_cpu_runs_bfloat16_weights_in_bfloat16_only_where_it_multiplies_them_natively(tmp_path, monkeypatch,
@@ -348,9 +365,10 @@ def test_an_ensemble_of_several_strides_takes_one_precision_and_says_it_once(cap
         assert len(members) == 2 and {next(m.parameters()).dtype for m in members} == {dtype}
 
 
-def test_bfloat16_on_a_cpu_stays_within_0_002_of_float32_and_the_log_says_which(tmp_path, piece):
+def test_bfloat16_on_a_cpu_stays_within_0_0025_of_float32_and_the_log_says_which(tmp_path, piece):
     """The bundled CPU student over 60 kbp, both strands, in bfloat16 (forced, so that a CPU without bfloat16
-    units runs it too) against float32, the reference: every 4-bp value within 0.002 (measured on 1 Mbp: 0.0017)."""
+    units runs it too) against float32, the reference: every 4-bp value within 0.0025 (measured on the whole of E.
+    coli: 0.0020; values are written to 4 decimals, so a difference reads up to 0.0001 off)."""
     values = {}
     for precision in ("float32", "bfloat16"):
         r = CliRunner().invoke(cli, ["predict", "--model", "bacteria", "--fasta", str(piece / "piece.fa"),
@@ -360,7 +378,7 @@ def test_bfloat16_on_a_cpu_stays_within_0_002_of_float32_and_the_log_says_which(
                                             for strand in ("plus", "minus")])
     ref, fast = values["float32"], values["bfloat16"]
     assert ref.max() > 0.05
-    assert np.abs(ref - fast).max() <= 0.002
+    assert np.abs(ref - fast).max() <= 0.0025
 
 
 def test_metrics_json_records_the_precision_of_the_pass():

@@ -5,9 +5,11 @@ from, exported into this package (docs/model_card.md says what it is and how it 
 
 Each member is ``genolin train --preset P`` (with the member's settings, MEMBERS) on every genome of READY with its TSS
 map, seed 0; a member with teachers (DISTIL: names of TEACHERS, runs trained the same way but not shipped, or of
-other members) is distilled from their ensemble (``--teacher``), each teacher trained first. The export keeps
+other members) is distilled from their ensemble (``--teacher``). A TEACHERS run is trained first; a member teacher
+teaches as it is shipped (its exported folder, bfloat16 weights), built first when this build builds it too, else
+the one already in the bundle (``--member cpu`` distils from the bundled base and s1). The export keeps
 config.json (training paths reduced to file names) and the best weights in bfloat16 (GPU inference runs in bfloat16
-anyway; a CPU casts them back to float32: the CPU member's E. coli AUPRC moved from 0.1084 to 0.1085).
+anyway, and so do CPUs with bfloat16 units; others cast them back to float32: docs/model_card.md compares the two).
 GENOMES is the registry of the eleven genomes the proxy (benchmarks/bacteria_proxy.py) holds out and scores.
 """
 
@@ -53,11 +55,12 @@ GENOMES: dict[str, tuple[tuple[str, str], str, str, str, bool]] = {
 READY = [g for g in GENOMES if g != "ecoli"]
 # member -> (preset, the device it is for, settings): on a GPU the ensemble of base and s1 (6-mers at stride 1,
 # single-bin positives, no mutations; 4,500 steps), which the proxy ranks above either and above base distilled
-# from it (docs/benchmarks.md); on a CPU "cpu", base narrowed to 96 x 4 layers of plain linear attention and distilled
-# from that ensemble (DISTIL), which predicts E. coli within a minute on 2 cores (base takes several)
+# from it (docs/benchmarks.md); on a CPU "cpu", base narrowed to 96 x 4 layers of the hybrid mixer (linear attention
+# beside local softmax; the proxy ranks it above plain linear attention at that size) and distilled from that
+# ensemble (DISTIL), which predicts E. coli within a minute on 2 cores (base takes several)
 MEMBERS = {"base": ("base", "cuda", ()),
            "s1": ("base", "cuda", ("stride=1", "tolerance_bins=1", "mutate_prob=0", "steps=4500")),
-           "cpu": ("base", "cpu", ("model.d_model=96", "model.n_layers=4", "model.n_heads=4", "model.mixer=linear"))}
+           "cpu": ("base", "cpu", ("model.d_model=96", "model.n_layers=4", "model.n_heads=4", "model.mixer=hybrid"))}
 # runs that only teach members (genolin train --teacher), trained into WORK/teachers/NAME, not shipped:
 # name -> (preset, settings)
 TEACHERS: dict[str, tuple[str, tuple]] = {}
@@ -93,11 +96,12 @@ def trained(run_dir: Path, cmd: list[str]) -> Path:
     return run_dir
 
 
-def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: str,
+def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: str, out: Path,
                  settings: dict[str, list[str]] | None = None, chain: tuple[str, ...] = ()) -> list[Path]:
-    """The run folders ``member`` is distilled from (DISTIL), each trained first unless it is there: a TEACHERS
-    name in WORK/teachers/NAME, a member's in WORK/MEMBER (with its ``settings`` of this build, --set included,
-    where given). A member that teaches itself, through others or not, is refused."""
+    """The folders ``member`` is distilled from (DISTIL): a TEACHERS name's run in WORK/teachers/NAME, trained first
+    unless it is there; a member's exported folder in ``out``, built first (with its ``settings``) when ``settings``
+    names it, else the one already there. A member that teaches itself, through others or not, is refused, and so is
+    a member teacher neither built now nor in ``out``."""
     runs = []
     for t in DISTIL.get(member, ()):
         if t == member or t in chain:
@@ -107,14 +111,25 @@ def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: 
             runs.append(trained(work / "teachers" / t, train_command(pairs, preset, list(own), device,
                                                                      work / "teachers" / t)))
         elif t in MEMBERS:
-            preset, _, own = MEMBERS[t]
-            mine = (settings or {}).get(t, list(own))
-            runs.append(trained(work / t, train_command(pairs, preset, mine, device, work / t,
-                                                        teacher_runs(t, pairs, work, device, settings,
-                                                                     (*chain, member)))))
+            if t in (settings or {}):
+                build_member(t, pairs, work, device, out, settings, (*chain, member))
+            elif not (out / t / "config.json").exists():
+                sys.exit(f"build: {member}'s teacher {t!r} is not in {out}: build it too (--member {t})")
+            runs.append(out / t)
         else:
             sys.exit(f"build: {member}'s teacher {t!r} is neither in TEACHERS nor in MEMBERS")
     return runs
+
+
+def build_member(member: str, pairs: list[tuple[str, str]], work: Path, device: str, out: Path,
+                 settings: dict[str, list[str]], chain: tuple[str, ...] = ()) -> Path:
+    """``member`` trained into WORK/MEMBER after its teachers (nothing run when it finished there), exported into
+    OUT/MEMBER."""
+    teachers = teacher_runs(member, pairs, work, device, out, settings, chain)
+    run_dir = trained(work / member, train_command(pairs, MEMBERS[member][0], settings[member], device, work / member,
+                                                   teachers))
+    export(run_dir, out / member)
+    return out / member
 
 
 def export(run_dir: Path, out: Path) -> None:
@@ -146,11 +161,12 @@ def write_card(out: Path, members: dict[str, tuple[str, str, tuple]], settings: 
     kept = [m for m in MEMBERS if m not in members and m in old.get("members", {})]
     order = [m for m in MEMBERS if m in members or m in kept]
 
-    def taught(m: str) -> dict | None:  # a member's teachers as built now (its --set settings too), or as the card had
+    def taught(m: str) -> dict | None:  # a member's teachers as built now (--set too) or as the bundle holds them
         if m not in members:
             return old.get("teachers", {}).get(m)
         return {t: {"preset": (TEACHERS.get(t) or MEMBERS[t])[0],
-                    "settings": settings.get(t, list((TEACHERS.get(t) or MEMBERS[t])[-1]))} for t in DISTIL.get(m, ())}
+                    "settings": settings[t] if t in settings else old.get("settings", {}).get(
+                        t, list((TEACHERS.get(t) or MEMBERS[t])[-1]))} for t in DISTIL.get(m, ())}
 
     card = {"name": NAME, "summary": SUMMARY, "card": "docs/model_card.md",
             "members": {m: members[m][1] if m in members else old["members"][m] for m in order},
@@ -179,12 +195,8 @@ def main() -> None:
     chosen = {m: MEMBERS[m] for m in args.member or MEMBERS}
     settings = {m: [*own, *(s.split(":", 1)[1] for s in args.set if s.split(":", 1)[0] == m)]
                 for m, (_, _, own) in chosen.items()}
-    work = Path(args.work)
-    for member, (preset, _, _) in chosen.items():
-        teachers = teacher_runs(member, pairs, work, args.device, settings)
-        run_dir = trained(work / member, train_command(pairs, preset, settings[member], args.device, work / member,
-                                                       teachers))
-        export(run_dir, Path(args.out) / member)
+    for member in chosen:
+        build_member(member, pairs, Path(args.work), args.device, Path(args.out), settings)
     write_card(Path(args.out), chosen, settings)
     print(f"-> {args.out}")
 
