@@ -6,9 +6,10 @@ default), per model.
 
 The regions are the TOP highest-scoring calls of ``genolin predict`` on the genome, +-FLANK bp. For each region and
 context the per-base importance (minus the mean substitution effect, ``genolin.explain.importance``) is correlated
-(Pearson) with the whole window's; the table gives the median and range over regions. A model whose importances
-barely move (r near 1) can be explained on regions alone, which is TOP x faster and what TF-MoDISco needs across
-hundreds of calls; one whose importances move is explained inside its window.
+(Pearson) with the whole window's; the table gives the median and range over regions (a region whose importances
+are constant has no r, and is counted apart). A model whose importances barely move (r near 1) can be explained on
+regions alone, about window / region times faster, as TF-MoDISco needs across hundreds of calls; one whose
+importances move is explained inside its window. ``--note`` adds a line under the table.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def one_model(model: str, args, work: Path) -> dict:
     prefix = work / name
     subprocess.run([sys.executable, "-m", "genolin", "-q", "predict", "--model", model, "--fasta", args.fasta,
                     "--rc-average", "--device", "cpu", "--out", str(prefix)], check=True)
-    bed = top_calls(prefix.with_suffix(".peaks.bed"), args.top, work / f"{name}.top.bed")
+    bed = top_calls(Path(f"{prefix}.peaks.bed"), args.top, work / f"{name}.top.bed")
     torch.set_num_threads(args.threads)
     run = load_run(resolve_model(model, "cpu", use="explain explains"), "cpu", bf16_weights=False)
     run.model.eval()
@@ -68,8 +69,11 @@ def one_model(model: str, args, work: Path) -> dict:
         rows = {"window": {"context_bp": None, "seconds": window_s}}
         for c in args.contexts:
             imp, secs = importances(run, args.fasta, bed, args.flank, c)
-            r = [float(np.corrcoef(a, b)[0, 1]) for a, b in zip(imp, window, strict=True)]
-            rows[str(c)] = {"context_bp": c, "seconds": secs, "r": r, "median_r": statistics.median(r)}
+            r = [float(np.corrcoef(a, b)[0, 1]) if a.std() > 0 and b.std() > 0 else None
+                 for a, b in zip(imp, window, strict=True)]
+            found = [x for x in r if x is not None]
+            rows[str(c)] = {"context_bp": c, "seconds": secs, "r": r, "constant": len(r) - len(found),
+                            "median_r": statistics.median(found) if found else None}
     return {"model": model, "mixer": run.config.train.model.mixer, "regions": len(window), "contexts": rows}
 
 
@@ -87,9 +91,13 @@ def table(result: dict) -> str:
             if key == "window":
                 lines.append(f"| {name} | {row['mixer']} | a training window | 1 | - | {c['seconds']:.0f} |")
             else:
-                lines.append(f"| {name} | {row['mixer']} | +-{c['context_bp']} bp | {c['median_r']:.2f} | "
-                             f"{min(c['r']):.2f} to {max(c['r']):.2f} | {c['seconds']:.0f} |")
-    return "\n".join(lines) + "\n"
+                found = [x for x in c["r"] if x is not None]
+                spread = f"{min(found):.2f} to {max(found):.2f}" if found else "-"
+                spread += f" ({c['constant']} constant)" if c["constant"] else ""
+                median = "-" if c["median_r"] is None else f"{c['median_r']:.2f}"
+                lines.append(f"| {name} | {row['mixer']} | +-{c['context_bp']} bp | {median} | {spread} | "
+                             f"{c['seconds']:.0f} |")
+    return "\n".join(lines) + "\n" + (f"\n{m['args']['note']}\n" if m["args"].get("note") else "")
 
 
 def main() -> None:
@@ -102,12 +110,18 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--work", default="/tmp/explain_context")
     p.add_argument("--out", default="benchmarks/results/explain_context/latest", help="output prefix")
+    p.add_argument("--note", default="", help="a line to print under the table (what the models are, how they ran)")
     args = p.parse_args()
     args.contexts = [int(c) for c in args.contexts.split(",")]
+    if len(set(args.contexts)) != len(args.contexts) or min(args.contexts) < 0:
+        p.error("--contexts: distinct numbers of bp, 0 or more")
+    models = args.model or ["bacteria"]
+    if len({Path(m).name for m in models}) != len(models):
+        p.error("--model: models with distinct names (their files share --work)")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     result = {"meta": run_metadata("explain_context", vars(args)),
-              "models": [one_model(m, args, work) for m in args.model or ["bacteria"]]}
+              "models": [one_model(m, args, work) for m in models]}
     text = table(result)
     write_result(args.out, result, text)
     print(text)

@@ -289,7 +289,7 @@ def test_a_distilled_member_learns_from_its_teachers_as_shipped(tmp_path, monkey
         out.mkdir(parents=True)
         (out / "trainer_state.json").write_text("{}")
 
-    def fake_export(run_dir, out):
+    def fake_export(run_dir, out, teachers=None):
         exported.append((run_dir, out))
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text("{}")
@@ -307,16 +307,27 @@ def test_a_distilled_member_learns_from_its_teachers_as_shipped(tmp_path, monkey
     assert "y=2" in ran[1] and "--teacher" not in ran[1] and exported == [(work / "other", out / "other")]
     assert build.teacher_runs("student", pairs, work, "cuda", out, {"student": ["x=1"]}) == teachers
     assert len(ran) == 2  # the bundle's other teaches as it is; nothing trained again
-    build.build_member("student", pairs, work, "cuda", out, {"student": ["x=1"]})
+    built = set()
+    build.build_member("student", pairs, work, "cuda", out, {"student": ["x=1"]}, built=built)
     cmd = ran[-1]
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--teacher"] == [str(t) for t in teachers]
     assert cmd[cmd.index("--preset") + 1] == "tiny" and exported[-1] == (work / "student", out / "student")
+    build.build_member("student", pairs, work, "cuda", out, {"student": ["x=1"]}, built=built)
+    assert built == {"student"} and len(exported) == 2  # exported once per build
 
-    (out / "model.json").write_text(json.dumps({"settings": {"other": ["y=2"]}}))
+    # before any training: a --set of a member not built now, a member teacher neither built now nor in out
+    with pytest.raises(SystemExit, match="--set other:y=3: MEMBER:KEY=VALUE for a member built now"):
+        build.check_build(["student"], ["other:y=3"], out)
+    with pytest.raises(SystemExit, match="student's teacher 'other' is not in .*elsewhere: build it too"):
+        build.check_build(["student"], [], tmp_path / "elsewhere")
+    build.check_build(["student"], ["student:x=2"], out)
+    build.check_build(["other", "student"], [], tmp_path / "elsewhere")
+
+    (out / "model.json").write_text(json.dumps({"settings": {"other": ["y=2"]}, "presets": {"other": "small"}}))
     build.write_card(out, {"student": build.MEMBERS["student"]}, {"student": ["x=1"]})
     card = json.loads((out / "model.json").read_text())
     assert card["teachers"] == {"student": {"big": {"preset": "base", "settings": ["steps=9"]},
-                                            "other": {"preset": "base", "settings": ["y=2"]}}}  # as the bundle has it
+                                            "other": {"preset": "small", "settings": ["y=2"]}}}  # as the bundle has it
     monkeypatch.setattr(build, "DISTIL", {"student": ("nobody",)})
     with pytest.raises(SystemExit, match="teacher 'nobody'"):
         build.teacher_runs("student", pairs, work, "cuda", out)
@@ -395,3 +406,24 @@ def test_metrics_json_records_the_precision_of_the_pass():
     assert precision_of(predictor(torch.float32, "cuda", True)) == "bfloat16 autocast"
     assert precision_of(predictor(torch.float32, "cuda", False)) == "float32"
 
+
+
+def test_export_keeps_file_names_and_names_teachers_as_models(tmp_path):
+    """build.export: training paths become file names, the teachers the names a user gives --model, the floating
+    weights bfloat16 (integer ones as they were)."""
+    import torch
+
+    from genolin.checkpoint import load_tensors, save_weights
+    from genolin.models.build import export
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"data": {"fasta": ["/x/y/G.fa.gz"], "tss": ["/x/G.bed"],
+                                                          "teacher": ["/tmp/out/base", "/tmp/out/s1"],
+                                                          "csv": None}}))
+    save_weights(run / "best.safetensors", {"w": torch.randn(3, 2), "n": torch.arange(3)}, {})
+    export(run, tmp_path / "out", ["bacteria-base", "bacteria-s1"])
+    data = json.loads((tmp_path / "out" / "config.json").read_text())["data"]
+    assert data == {"fasta": ["G.fa.gz"], "tss": ["G.bed"], "teacher": ["bacteria-base", "bacteria-s1"], "csv": None}
+    tensors, _ = load_tensors(tmp_path / "out" / "best.safetensors")
+    assert tensors["w"].dtype == torch.bfloat16 and tensors["n"].dtype == torch.int64

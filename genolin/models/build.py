@@ -97,7 +97,8 @@ def trained(run_dir: Path, cmd: list[str]) -> Path:
 
 
 def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: str, out: Path,
-                 settings: dict[str, list[str]] | None = None, chain: tuple[str, ...] = ()) -> list[Path]:
+                 settings: dict[str, list[str]] | None = None, chain: tuple[str, ...] = (),
+                 built: set[str] | None = None) -> list[Path]:
     """The folders ``member`` is distilled from (DISTIL): a TEACHERS name's run in WORK/teachers/NAME, trained first
     unless it is there; a member's exported folder in ``out``, built first (with its ``settings``) when ``settings``
     names it, else the one already there. A member that teaches itself, through others or not, is refused, and so is
@@ -112,7 +113,7 @@ def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: 
                                                                      work / "teachers" / t)))
         elif t in MEMBERS:
             if t in (settings or {}):
-                build_member(t, pairs, work, device, out, settings, (*chain, member))
+                build_member(t, pairs, work, device, out, settings, (*chain, member), built)
             elif not (out / t / "config.json").exists():
                 sys.exit(f"build: {member}'s teacher {t!r} is not in {out}: build it too (--member {t})")
             runs.append(out / t)
@@ -122,25 +123,46 @@ def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: 
 
 
 def build_member(member: str, pairs: list[tuple[str, str]], work: Path, device: str, out: Path,
-                 settings: dict[str, list[str]], chain: tuple[str, ...] = ()) -> Path:
+                 settings: dict[str, list[str]], chain: tuple[str, ...] = (), built: set[str] | None = None) -> Path:
     """``member`` trained into WORK/MEMBER after its teachers (nothing run when it finished there), exported into
-    OUT/MEMBER."""
-    teachers = teacher_runs(member, pairs, work, device, out, settings, chain)
-    run_dir = trained(work / member, train_command(pairs, MEMBERS[member][0], settings[member], device, work / member,
-                                                   teachers))
-    export(run_dir, out / member)
+    OUT/MEMBER, once per ``built`` (the members this build has exported)."""
+    built = set() if built is None else built
+    if member not in built:
+        teachers = teacher_runs(member, pairs, work, device, out, settings, chain, built)
+        run_dir = trained(work / member, train_command(pairs, MEMBERS[member][0], settings[member], device,
+                                                       work / member, teachers))
+        export(run_dir, out / member, [f"{NAME}-{t}" if t in MEMBERS else t for t in DISTIL.get(member, ())])
+        built.add(member)
     return out / member
 
 
-def export(run_dir: Path, out: Path) -> None:
-    """A trained run's config.json (training paths as file names) and best weights (in bfloat16) into ``out``."""
+def check_build(chosen: list[str], sets: list[str], out: Path) -> None:
+    """Exits, before any training, on a --set of a member not built now and on a member teacher (DISTIL, through
+    the members built now) that is neither built now nor in ``out``."""
+    for s in sets:
+        if ":" not in s or s.split(":", 1)[0] not in chosen:
+            sys.exit(f"build: --set {s}: MEMBER:KEY=VALUE for a member built now ({', '.join(chosen)}); "
+                     f"to change another, build it too (--member)")
+    for m in chosen:
+        for t in DISTIL.get(m, ()):
+            if t in MEMBERS and t not in chosen and not (out / t / "config.json").exists():
+                sys.exit(f"build: {m}'s teacher {t!r} is not in {out}: build it too (--member {t})")
+
+
+def export(run_dir: Path, out: Path, teachers: list[str] | None = None) -> None:
+    """A trained run's config.json (training paths as file names; ``teachers``: the names its teachers are recorded
+    by, as models a user can name) and best weights (in bfloat16) into ``out``."""
     import torch
 
     from genolin.checkpoint import load_tensors, save_weights
 
     out.mkdir(parents=True, exist_ok=True)
     config = json.loads((run_dir / "config.json").read_text())
+    if teachers is not None:
+        config["data"]["teacher"] = teachers
     for key, value in config["data"].items():
+        if key == "teacher" and teachers is not None:
+            continue
         if isinstance(value, list):
             config["data"][key] = [Path(v).name for v in value]
         elif isinstance(value, str) and "/" in value:
@@ -164,9 +186,14 @@ def write_card(out: Path, members: dict[str, tuple[str, str, tuple]], settings: 
     def taught(m: str) -> dict | None:  # a member's teachers as built now (--set too) or as the bundle holds them
         if m not in members:
             return old.get("teachers", {}).get(m)
-        return {t: {"preset": (TEACHERS.get(t) or MEMBERS[t])[0],
-                    "settings": settings[t] if t in settings else old.get("settings", {}).get(
-                        t, list((TEACHERS.get(t) or MEMBERS[t])[-1]))} for t in DISTIL.get(m, ())}
+
+        def one(t: str) -> dict:
+            preset, own = (TEACHERS.get(t) or MEMBERS[t])[0], list((TEACHERS.get(t) or MEMBERS[t])[-1])
+            if t in settings or t in TEACHERS:
+                return {"preset": preset, "settings": settings.get(t, own)}
+            return {"preset": old.get("presets", {}).get(t, preset), "settings": old.get("settings", {}).get(t, own)}
+
+        return {t: one(t) for t in DISTIL.get(m, ())}
 
     card = {"name": NAME, "summary": SUMMARY, "card": "docs/model_card.md",
             "members": {m: members[m][1] if m in members else old["members"][m] for m in order},
@@ -195,8 +222,10 @@ def main() -> None:
     chosen = {m: MEMBERS[m] for m in args.member or MEMBERS}
     settings = {m: [*own, *(s.split(":", 1)[1] for s in args.set if s.split(":", 1)[0] == m)]
                 for m, (_, _, own) in chosen.items()}
+    check_build(list(chosen), args.set, Path(args.out))
+    built: set[str] = set()
     for member in chosen:
-        build_member(member, pairs, Path(args.work), args.device, Path(args.out), settings)
+        build_member(member, pairs, Path(args.work), args.device, Path(args.out), settings, built=built)
     write_card(Path(args.out), chosen, settings)
     print(f"-> {args.out}")
 
