@@ -114,8 +114,8 @@ def teacher_runs(member: str, pairs: list[tuple[str, str]], work: Path, device: 
         elif t in MEMBERS:
             if t in (settings or {}):
                 build_member(t, pairs, work, device, out, settings, (*chain, member), built)
-            elif not (out / t / "config.json").exists():
-                sys.exit(f"build: {member}'s teacher {t!r} is not in {out}: build it too (--member {t})")
+            else:
+                require_exported(member, t, out)
             runs.append(out / t)
         else:
             sys.exit(f"build: {member}'s teacher {t!r} is neither in TEACHERS nor in MEMBERS")
@@ -136,6 +136,12 @@ def build_member(member: str, pairs: list[tuple[str, str]], work: Path, device: 
     return out / member
 
 
+def require_exported(member: str, teacher: str, out: Path) -> None:
+    """Exits unless ``member``'s member teacher is exported in ``out``."""
+    if not (out / teacher / "config.json").exists():
+        sys.exit(f"build: {member}'s teacher {teacher!r} is not in {out}: build it too (--member {teacher})")
+
+
 def check_build(chosen: list[str], sets: list[str], out: Path) -> None:
     """Exits, before any training, on a --set of a member not built now and on a member teacher (DISTIL, through
     the members built now) that is neither built now nor in ``out``."""
@@ -145,8 +151,8 @@ def check_build(chosen: list[str], sets: list[str], out: Path) -> None:
                      f"to change another, build it too (--member)")
     for m in chosen:
         for t in DISTIL.get(m, ()):
-            if t in MEMBERS and t not in chosen and not (out / t / "config.json").exists():
-                sys.exit(f"build: {m}'s teacher {t!r} is not in {out}: build it too (--member {t})")
+            if t in MEMBERS and t not in chosen:
+                require_exported(m, t, out)
 
 
 def export(run_dir: Path, out: Path, teachers: list[str] | None = None) -> None:
@@ -158,15 +164,13 @@ def export(run_dir: Path, out: Path, teachers: list[str] | None = None) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     config = json.loads((run_dir / "config.json").read_text())
-    if teachers is not None:
-        config["data"]["teacher"] = teachers
     for key, value in config["data"].items():
-        if key == "teacher" and teachers is not None:
-            continue
         if isinstance(value, list):
             config["data"][key] = [Path(v).name for v in value]
         elif isinstance(value, str) and "/" in value:
             config["data"][key] = Path(value).name
+    if teachers is not None:
+        config["data"]["teacher"] = teachers
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tensors, meta = load_tensors(run_dir / "best.safetensors")
     save_weights(out / "best.safetensors",
@@ -188,7 +192,8 @@ def write_card(out: Path, members: dict[str, tuple[str, str, tuple]], settings: 
             return old.get("teachers", {}).get(m)
 
         def one(t: str) -> dict:
-            preset, own = (TEACHERS.get(t) or MEMBERS[t])[0], list((TEACHERS.get(t) or MEMBERS[t])[-1])
+            spec = TEACHERS.get(t) or MEMBERS[t]
+            preset, own = spec[0], list(spec[-1])
             if t in settings or t in TEACHERS:
                 return {"preset": preset, "settings": settings.get(t, own)}
             return {"preset": old.get("presets", {}).get(t, preset), "settings": old.get("settings", {}).get(t, own)}
