@@ -37,9 +37,10 @@ in a process of its own (`--score-members` or `evaluate`, on the GPU slot of a r
 averaged), in evaluation folders of their own: run again on the same --work, the trained runs are scored again.
 
 Writes PREFIX.json (every run: settings, seconds, metrics) and PREFIX.md. Runs go to --work (default a temporary
-folder); a run whose evaluations exist there is not run again. A run cut short is completed by another: the recipe
-with "folds=B" (or "seeds=2") trains only what is missing, and `--rows-from PREFIX.json` tables the first run's rows
-beside the new ones (training is deterministic on one card type: the teachers trained again are the same).
+folder); a finished training there is reused when the same arguments trained it (a failed run otherwise), and an
+evaluation found there is not run again. A run cut short is completed by another: the recipe with "folds=B" (or
+"seeds=2") trains only what is missing, and `--rows-from PREFIX.json` tables the first run's rows beside the new ones
+(training is deterministic on one card type: the teachers trained again are the same).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import GENOLIN, GpuSlots, collect, run, run_env, run_metadata, write_result  # noqa: E402
+from common import GENOLIN, GpuSlots, collect, run, run_env, run_metadata, train_once, write_result  # noqa: E402
 from promoter_tracks import run_state, train_command, with_sets  # noqa: E402
 from track_recipes import COST_COLUMNS, cost_cells, genome_row, header, recipe_parser, run_options, setup, spread  # noqa: E402
 
@@ -101,13 +102,12 @@ class Runner:
               gpu: int | None, init: str | None = None, teachers: list[str] = ()) -> float | None:
         """Train into run_dir unless it finished there; its seconds (None: found done). A recipe's ``preset`` key
         replaces --preset; ``teachers``: run directories or models to distil from (``genolin train --teacher``)."""
-        if (run_dir / "trainer_state.json").exists():
-            return None
         preset = settings.get("preset", self.args.preset)
         settings = {k: v for k, v in settings.items() if k not in RECIPE_KEYS}
         start = ["--init", init] if init else ["--preset", preset]
-        return run(train_command(self.args, genomes, start, with_sets(settings, self.args.set), seed, run_dir,
-                                 [a for t in teachers for a in ("--teacher", str(t))]), log, self.env(gpu))
+        return train_once(train_command(self.args, genomes, start, with_sets(settings, self.args.set), seed, run_dir,
+                                        [a for t in teachers for a in ("--teacher", str(t))]),
+                          run_dir, log, self.env(gpu))
 
     def evaluate(self, run_dir: Path, pair: tuple[str, str], out: Path, log: Path, gpu: int | None) -> dict:
         """``genome_row`` of the run on one genome (evaluated unless found in ``out``)."""

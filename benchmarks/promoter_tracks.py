@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import GENOLIN, cli_pairs, cli_sets, collect, heading, made_on, run, run_metadata, write_result  # noqa: E402
+from common import GENOLIN, cli_pairs, cli_sets, collect, heading, made_on, run, run_metadata, train_once, write_result  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BACTERIA = {  # name -> (FASTA, TSS BED) under the shared data folder
@@ -129,9 +129,8 @@ def cell(args, data: dict, held_out: str, window: int, mixer: str) -> dict:
         settings[key] = value
     run_dir = work / "run"
     t0 = time.monotonic()
-    if not (run_dir / "trainer_state.json").exists():
-        run(train_command(args, [data[name] for name in BACTERIA if name != held_out], ["--preset", args.preset],
-                          settings, args.seed, run_dir), log)
+    train_once(train_command(args, [data[name] for name in BACTERIA if name != held_out], ["--preset", args.preset],
+                             settings, args.seed, run_dir), run_dir, log)
     train_s = time.monotonic() - t0
     evals = {held_out: (data[held_out], work / "eval_held_out")}
     if args.eukaryotes:

@@ -24,7 +24,8 @@ genome, the mean AUPRC of the two genomes it did not see; a row's "held_out" nam
     python benchmarks/track_recipes.py --quick --device cpu --out /tmp/track_recipes_quick
 
 Writes PREFIX.json (every run: settings, seconds, metrics) and PREFIX.md. Runs go to --work (default a temporary
-folder); a run whose evaluations exist there is not run again.
+folder); a finished training there is reused when the same arguments trained it (a failed run otherwise), and an
+evaluation found there is not run again.
 """
 
 from __future__ import annotations
@@ -39,7 +40,19 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import GENOLIN, GpuSlots, collect, fill_defaults, heading, made_on, run, run_env, run_metadata, write_result  # noqa: E402
+from common import (  # noqa: E402
+    GENOLIN,
+    GpuSlots,
+    collect,
+    fill_defaults,
+    heading,
+    made_on,
+    run,
+    run_env,
+    run_metadata,
+    train_once,
+    write_result,
+)
 from promoter_tracks import BACTERIA, evaluate_all, genome_data, pooled_figures, run_state, train_command, with_sets  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,13 +112,11 @@ def one_run(args, data: dict, recipe: str, settings: dict, held_out: str, seed: 
     work = Path(args.work) / recipe / f"{'alone_' if args.train_alone else ''}{held_out}_seed{seed}"
     work.mkdir(parents=True, exist_ok=True)
     log, run_dir = work / "log.txt", work / "run"
-    train_s = None
     # leave one genome out: train on the other two, score it; --train-alone: train on it, score the other two
     trained = [held_out] if args.train_alone else [name for name in BACTERIA if name != held_out]
     scored = [name for name in BACTERIA if name not in trained]
-    if not (run_dir / "trainer_state.json").exists():
-        train_s = run(train_command(args, [data[name] for name in trained], ["--preset", args.preset],
-                                    with_sets(settings, args.set), seed, run_dir), log, env)
+    train_s = train_once(train_command(args, [data[name] for name in trained], ["--preset", args.preset],
+                                       with_sets(settings, args.set), seed, run_dir), run_dir, log, env)
     evals = {name: (data[name], work / (f"eval_{name}" if args.train_alone else "eval_held_out")) for name in scored}
     if args.eukaryotes:
         evals["eukaryotes"] = (None, work / "eval_eukaryotes")

@@ -183,3 +183,21 @@ def test_an_evaluation_that_ran_out_of_memory_is_run_again_and_other_failures_ar
         proxy.run([sys.executable, "-c", script, str(count), "genolin: error: bad input", "1"], log, oom_retries=2,
                   oom_wait_s=0)
     assert count.read_text() == "x"
+
+
+def test_a_finished_training_is_reused_only_for_the_arguments_that_trained_it(proxy, tmp_path):
+    """``common.train_once`` trains once, records the arguments beside the run, reuses the run for the same ones
+    (whatever interpreter runs them) and fails for others, naming the first argument that differs."""
+    run_dir, log = tmp_path / "run", tmp_path / "log.txt"
+    train = ("import pathlib, sys; d = pathlib.Path(sys.argv[-1]); d.mkdir(); "
+             "(d / 'trainer_state.json').write_text('{}')")
+    cmd = [sys.executable, "-c", train, "--seed", "0", str(run_dir)]
+    assert proxy.train_once(cmd, run_dir, log) > 0
+    assert json.loads((run_dir / "bench_command.json").read_text()) == cmd[1:]
+    assert proxy.train_once(["/another/python", *cmd[1:]], run_dir, log) is None
+    with pytest.raises(RuntimeError, match=r"run: trained with other arguments \('--seed 0', now '--seed 1'\); "
+                                           r"use another --work"):
+        proxy.train_once([sys.executable, "-c", train, "--seed", "1", str(run_dir)], run_dir, log)
+    (run_dir / "bench_command.json").unlink()  # a run made before the record was kept: reused, and said so
+    assert proxy.train_once(cmd, run_dir, log) is None
+    assert "no bench_command.json to check its arguments" in log.read_text()
