@@ -63,7 +63,7 @@ def precision_option(command):
         help="The arithmetic of the model's pass. auto: bfloat16 on a GPU for track runs that trained under bf16 "
              "autocast, and on a CPU with bfloat16 matrix units (AVX512-BF16, AMX) for track runs whose weights "
              "are stored in bfloat16 (the bundled models; about 1.4x faster); float32 elsewhere. A bin's "
-             "probability differs between the two by at most about 0.002 (the bundled CPU student), so a few "
+             "probability differs between the two by at most about 0.003 (the bundled CPU student), so a few "
              "near-tied calls move. On a GPU, float32 keeps float32 weights while the run's bf16 autocast "
              "stays.")(command)
 

@@ -126,7 +126,7 @@ def inference_bf16(config: RunConfig, device: torch.device, weights: list[Path])
     """``load_run``'s default for ``bf16_weights``: track models on CUDA that trained under bf16 autocast, and on a
     CPU with bfloat16 matrix units (``cpu_bf16``) track models whose ``weights`` files all hold bfloat16 (the
     bundled ones): nothing of theirs is lost, and a genome runs about 1.4x faster (the CPU student on E. coli:
-    AUPRC 0.13111 against 0.13110 in float32, docs/benchmarks.md). Weights stored in float32 stay float32 on a
+    AUPRC 0.14027 against 0.14032 in float32, docs/benchmarks.md). Weights stored in float32 stay float32 on a
     CPU, where outputs then match the training's own precision."""
     if not TASK_TYPES[config.task].has_track:
         return False

@@ -60,7 +60,8 @@ READY = [g for g in GENOMES if g != "ecoli"]
 # ensemble (DISTIL), which predicts E. coli within a minute on 2 cores (base takes several)
 MEMBERS = {"base": ("base", "cuda", ()),
            "s1": ("base", "cuda", ("stride=1", "tolerance_bins=1", "mutate_prob=0", "steps=4500")),
-           "cpu": ("base", "cpu", ("model.d_model=96", "model.n_layers=4", "model.n_heads=4", "model.mixer=hybrid"))}
+           "cpu": ("base", "cpu", ("model.d_model=96", "model.n_layers=4", "model.n_heads=4", "model.mixer=hybrid",
+                                   "steps=18000"))}
 # runs that only teach members (genolin train --teacher), trained into WORK/teachers/NAME, not shipped:
 # name -> (preset, settings)
 TEACHERS: dict[str, tuple[str, tuple]] = {}
