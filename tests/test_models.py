@@ -427,3 +427,30 @@ def test_export_keeps_file_names_and_names_teachers_as_models(tmp_path):
     assert data == {"fasta": ["G.fa.gz"], "tss": ["G.bed"], "teacher": ["bacteria-base", "bacteria-s1"], "csv": None}
     tensors, _ = load_tensors(tmp_path / "out" / "best.safetensors")
     assert tensors["w"].dtype == torch.bfloat16 and tensors["n"].dtype == torch.int64
+
+
+def test_the_bundled_members_are_what_build_py_builds():
+    """Each shipped member's card entry and config.json hold the preset settings that ``build.py`` MEMBERS gives it,
+    and the CPU student names the teachers DISTIL gives it: the weights are what the one documented command
+    rebuilds."""
+    from genolin.models.build import DISTIL, MEMBERS
+
+    card = json.loads((HERE / "bacteria" / "model.json").read_text())
+    assert list(card["members"]) == list(MEMBERS)
+    for name, (preset, device, settings) in MEMBERS.items():
+        assert card["members"][name] == device and card["presets"][name] == preset
+        assert card["settings"][name] == list(settings), name
+        train = json.loads((HERE / "bacteria" / name / "config.json").read_text())["train"]
+        for item in settings:
+            key, _, value = item.partition("=")
+            *path, leaf = key.split(".")
+            node = train
+            for part in path:
+                node = node[part]
+            got = node[leaf]
+            if isinstance(got, bool) or not isinstance(got, int | float):
+                assert str(got).lower() == value.lower(), (name, item, got)
+            else:
+                assert got == float(value), (name, item, got)
+    teachers = json.loads((HERE / "bacteria" / "cpu" / "config.json").read_text())["data"]["teacher"]
+    assert teachers == [f"bacteria-{t}" for t in DISTIL["cpu"]] and list(card["teachers"]["cpu"]) == list(DISTIL["cpu"])
