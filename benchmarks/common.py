@@ -180,28 +180,21 @@ def run(cmd: list[str], log: Path, env: dict | None = None, oom_retries: int = 0
 
 
 def train_once(cmd: list[str], run_dir: Path, log: Path, env: dict | None = None) -> float | None:
-    """Run the training ``cmd`` (its ``--out`` is ``run_dir``) unless it finished there; its seconds, None when a
-    finished run was found. A finished run is reused only when the same arguments (the interpreter aside) trained it,
-    as its ``bench_command.json`` records: a run of other arguments is a RuntimeError, as a failed command is, naming
-    the first argument that differs (reusing it would table another recipe's figures under this one's name). A
-    finished run without the record (made before it was kept) is reused, and the log says it was not checked."""
-    record, args = run_dir / "bench_command.json", cmd[1:]
-    if (run_dir / "trainer_state.json").exists():
-        if not record.exists():
-            with open(log, "a") as fh:
-                fh.write(f"# {run_dir}: finished run reused; no bench_command.json to check its arguments\n")
+    """Run the training ``cmd`` (its ``--out`` is ``run_dir``) unless the same arguments trained ``run_dir`` to its
+    end; its seconds, None when that run is reused. The arguments (the interpreter aside, paths resolved) are
+    recorded in the run's command.json before and after (``genolin.checkpoint.scripted_run``): a run of other
+    arguments, one cut short, or one without the record is a RuntimeError, as a failed command is (reusing it would
+    table another training's figures under this one's name)."""
+    from genolin.checkpoint import record_command, scripted_run
+
+    try:
+        if scripted_run(run_dir, cmd[1:]):
             return None
-        found = json.loads(record.read_text())
-        if found != args:
-            at = next((i for i, (a, b) in enumerate(zip(found, args, strict=False)) if a != b),
-                      min(len(found), len(args)))
-            at -= at > 0 and found[at - 1].startswith("-")  # the option with its value: "--seed 0"
-            was, now = " ".join(found[at:at + 2]) or "nothing", " ".join(args[at:at + 2]) or "nothing"
-            raise RuntimeError(f"{run_dir}: trained with other arguments ({was!r}, now {now!r}); "
-                               "use another --work or remove that run")
-        return None
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from None
+    record_command(run_dir, cmd[1:], finished=False)
     seconds = run(cmd, log, env)
-    record.write_text(json.dumps(args))
+    record_command(run_dir, cmd[1:], finished=True)
     return seconds
 
 

@@ -13,7 +13,8 @@ is the short-window baseline of the long-context claim.
 
 Writes PREFIX.json (every run: settings, seconds, metrics), PREFIX.md (tables: held-out AUPRC / positive rate per
 genome, their mean, the eukaryotic slices) and PREFIX.png (mean held-out AUPRC against window length per mixer).
-Runs go to --work (default a temporary folder); a cell whose evaluations exist there is not run again.
+Runs go to --work (default a temporary folder); a finished training there is reused when the same arguments trained
+it (a failed run otherwise), and an evaluation found there is not run again.
 """
 
 from __future__ import annotations

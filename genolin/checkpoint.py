@@ -10,6 +10,8 @@ this module is their one reader and writer.
     RUN_DIR/trainer_state.json     epoch, step, batch within the epoch, early-stopping state, the names of the
                                    checkpoint files and the optimizer's scalar state and param groups
     RUN_DIR/metrics.jsonl, train.log, .lock
+    RUN_DIR/command.json           written by scripts that train runs (benchmarks, genolin.models.build), not by
+                                   train: the command's arguments and whether it finished (``scripted_run``)
 
 A checkpoint writes its step-named files first, best.safetensors, then trainer_state.json (the commit point),
 then model.safetensors (a hard link) and removes older step files: a run killed at any moment, also inside a
@@ -318,6 +320,57 @@ class RunDir:
             (self.path / LOCK).unlink(missing_ok=True)  # while still held: no other process is between
             os.close(self._lock)
             self._lock = None
+
+
+COMMAND = "command.json"
+
+
+def command_key(args: list[str]) -> list[str]:
+    """A ``genolin train`` command's arguments (the interpreter left out) as two trainings are compared: --out's
+    value left out (it is the folder itself), values naming an existing file or folder resolved (a relative and an
+    absolute spelling of one path are the same)."""
+    key, skip = [], False
+    for a in args:
+        if skip or a == "--out":
+            skip = not skip
+            continue
+        key.append(str(Path(a).resolve()) if os.sep in a and Path(a).exists() else a)
+    return key
+
+
+def scripted_run(run_dir: str | os.PathLike, args: list[str]) -> bool:
+    """Whether a script may reuse ``run_dir`` for a training of ``args``: True where those arguments trained it to
+    its end (COMMAND says so), False where no training of them finished or started there (train it, with
+    ``record_command`` before and after). ValueError where a run of other arguments is there, where one of these
+    was cut short after a checkpoint (``--resume`` continues it), or where a run has no record of its arguments:
+    reusing any of them would present another training's results as this one's."""
+    run_dir = Path(run_dir)
+    record, state = run_dir / COMMAND, (run_dir / STATE).exists()
+    if record.exists():
+        found = json.loads(record.read_text())
+        if found["args"] != command_key(args):
+            was, now = found["args"], command_key(args)
+            at = next((i for i, (a, b) in enumerate(zip(was, now, strict=False)) if a != b), min(len(was), len(now)))
+            at -= at > 0 and was[at - 1].startswith("-")  # the option with its value: "--seed 0"
+            raise ValueError(f"{run_dir}: trained with other arguments ({' '.join(was[at:at + 2]) or 'nothing'!r}, "
+                             f"now {' '.join(now[at:at + 2]) or 'nothing'!r}); use another folder or remove that run")
+        if found["finished"]:
+            return True
+        if state:
+            raise ValueError(f"{run_dir}: its training was cut short; `genolin train --resume {run_dir}` continues "
+                             "it, or remove it")
+        return False
+    if state:
+        raise ValueError(f"{run_dir}: holds a run with no record of the arguments that trained it ({COMMAND}); "
+                         "use another folder or remove that run")
+    return False
+
+
+def record_command(run_dir: str | os.PathLike, args: list[str], finished: bool) -> None:
+    """COMMAND in ``run_dir`` (made if missing): ``args`` as ``command_key`` compares them, and whether their
+    training finished."""
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    write_json(Path(run_dir) / COMMAND, {"args": command_key(args), "finished": finished})
 
 
 def remove_unfinished_run(run_dir: str | os.PathLike, before: set[str], created: bool) -> None:

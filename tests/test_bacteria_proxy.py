@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -186,18 +187,27 @@ def test_an_evaluation_that_ran_out_of_memory_is_run_again_and_other_failures_ar
 
 
 def test_a_finished_training_is_reused_only_for_the_arguments_that_trained_it(proxy, tmp_path):
-    """``common.train_once`` trains once, records the arguments beside the run, reuses the run for the same ones
-    (whatever interpreter runs them) and fails for others, naming the first argument that differs."""
-    run_dir, log = tmp_path / "run", tmp_path / "log.txt"
-    train = ("import pathlib, sys; d = pathlib.Path(sys.argv[-1]); d.mkdir(); "
-             "(d / 'trainer_state.json').write_text('{}')")
-    cmd = [sys.executable, "-c", train, "--seed", "0", str(run_dir)]
+    """``common.train_once`` trains once and records the arguments in the run's command.json; it reuses the run for
+    the same ones (whatever interpreter runs them, a path spelled relative or absolute), and fails for other
+    arguments (naming the option), for a training cut short after a checkpoint and for a run without the record."""
+    run_dir, log, data = tmp_path / "run", tmp_path / "log.txt", tmp_path / "genome.fa"
+    data.write_text(">a\nACGT\n")
+    train = ("import pathlib, sys; d = pathlib.Path(sys.argv[-1]); d.mkdir(exist_ok=True); "
+             "(d / 'trainer_state.json').write_text('{}'); sys.exit(int(sys.argv[-3] == 'crash'))")
+    cmd = [sys.executable, "-c", train, "--fasta", str(data), "--seed", "0", "--out", str(run_dir)]
     assert proxy.train_once(cmd, run_dir, log) > 0
-    assert json.loads((run_dir / "bench_command.json").read_text()) == cmd[1:]
-    assert proxy.train_once(["/another/python", *cmd[1:]], run_dir, log) is None
+    assert json.loads((run_dir / "command.json").read_text())["finished"] is True
+    relative = os.path.relpath(data)
+    assert proxy.train_once(["/another/python", "-c", train, "--fasta", relative, *cmd[5:]], run_dir, log) is None
     with pytest.raises(RuntimeError, match=r"run: trained with other arguments \('--seed 0', now '--seed 1'\); "
-                                           r"use another --work"):
-        proxy.train_once([sys.executable, "-c", train, "--seed", "1", str(run_dir)], run_dir, log)
-    (run_dir / "bench_command.json").unlink()  # a run made before the record was kept: reused, and said so
-    assert proxy.train_once(cmd, run_dir, log) is None
-    assert "no bench_command.json to check its arguments" in log.read_text()
+                                           r"use another folder"):
+        proxy.train_once([*cmd[:6], "1", *cmd[7:]], run_dir, log)
+    cut = tmp_path / "cut"  # a training that wrote a checkpoint and died: not reused, and not trained over
+    crash = [sys.executable, "-c", train, "--fasta", str(data), "--seed", "crash", "--out", str(cut)]
+    with pytest.raises(RuntimeError, match="failed"):
+        proxy.train_once(crash, cut, log)
+    with pytest.raises(RuntimeError, match=r"cut: its training was cut short; `genolin train --resume"):
+        proxy.train_once(crash, cut, log)
+    (run_dir / "command.json").unlink()  # a run whose arguments are unknown
+    with pytest.raises(RuntimeError, match=r"run: holds a run with no record of the arguments"):
+        proxy.train_once(cmd, run_dir, log)

@@ -286,7 +286,7 @@ def test_a_distilled_member_learns_from_its_teachers_as_shipped(tmp_path, monkey
     def fake_run(cmd, check):
         out = Path(cmd[cmd.index("--out") + 1])
         ran.append(cmd)
-        out.mkdir(parents=True)
+        out.mkdir(parents=True, exist_ok=True)  # the build's command.json may have made it
         (out / "trainer_state.json").write_text("{}")
 
     def fake_export(run_dir, out, teachers=None):
@@ -454,3 +454,25 @@ def test_the_bundled_members_are_what_build_py_builds():
                 assert got == float(value), (name, item, got)
     teachers = json.loads((HERE / "bacteria" / "cpu" / "config.json").read_text())["data"]["teacher"]
     assert teachers == [f"bacteria-{t}" for t in DISTIL["cpu"]] and list(card["teachers"]["cpu"]) == list(DISTIL["cpu"])
+
+
+def test_a_build_reuses_a_run_only_for_the_arguments_that_trained_it(tmp_path, monkeypatch):
+    """build's ``trained``: a run is trained once and reused for the same command; a run of other settings (an
+    earlier recipe of the member) ends the build instead of being exported as this one."""
+    import genolin.models.build as build
+
+    ran = []
+
+    def fake_run(cmd, check):
+        ran.append(cmd)
+        (Path(cmd[cmd.index("--out") + 1]) / "trainer_state.json").write_text("{}")
+
+    monkeypatch.setattr(build.subprocess, "run", fake_run)
+    run_dir = tmp_path / "work" / "cpu"
+    cmd = build.train_command([("g.fa", "g.bed")], "base", ["steps=18000"], "cuda", run_dir)
+    assert build.trained(run_dir, cmd) == run_dir and build.trained(run_dir, cmd) == run_dir and len(ran) == 1
+    old = build.train_command([("g.fa", "g.bed")], "base", ["steps=9000"], "cuda", run_dir)
+    with pytest.raises(SystemExit, match=r"build: .*cpu: trained with other arguments \('--set steps=18000', now "
+                                         r"'--set steps=9000'\)"):
+        build.trained(run_dir, old)
+    assert len(ran) == 1

@@ -90,10 +90,20 @@ def train_command(pairs: list[tuple[str, str]], preset: str, settings: list[str]
 
 
 def trained(run_dir: Path, cmd: list[str]) -> Path:
-    """``run_dir`` after ``cmd`` trained it (nothing run when it finished before)."""
-    if not (run_dir / "trainer_state.json").exists():
-        print("$", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True)
+    """``run_dir`` after ``cmd`` trained it: nothing run when the same arguments trained it to its end before; a run
+    of other arguments there (an earlier recipe), one cut short or one without a record of its arguments ends the
+    build (``genolin.checkpoint.scripted_run``), as exporting it would ship other weights than MEMBERS describes."""
+    from genolin.checkpoint import record_command, scripted_run
+
+    try:
+        if scripted_run(run_dir, cmd[1:]):
+            return run_dir
+    except ValueError as exc:
+        sys.exit(f"build: {exc}")
+    record_command(run_dir, cmd[1:], finished=False)
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    record_command(run_dir, cmd[1:], finished=True)
     return run_dir
 
 
