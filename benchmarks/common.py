@@ -182,20 +182,15 @@ def run(cmd: list[str], log: Path, env: dict | None = None, oom_retries: int = 0
 def train_once(cmd: list[str], run_dir: Path, log: Path, env: dict | None = None) -> float | None:
     """Run the training ``cmd`` (its ``--out`` is ``run_dir``) unless the same arguments trained ``run_dir`` to its
     end; its seconds, None when that run is reused. The arguments (the interpreter aside, paths resolved) are
-    recorded in the run's command.json before and after (``genolin.checkpoint.scripted_run``): a run of other
+    recorded in the run's command.json before and after (``genolin.checkpoint.train_once``): a run of other
     arguments, one cut short, or one without the record is a RuntimeError, as a failed command is (reusing it would
     table another training's figures under this one's name)."""
-    from genolin.checkpoint import record_command, scripted_run
+    from genolin import checkpoint
 
     try:
-        if scripted_run(run_dir, cmd[1:]):
-            return None
-    except ValueError as exc:
+        return checkpoint.train_once(run_dir, cmd[1:], lambda: run(cmd, log, env))
+    except ValueError as exc:  # run() fails with RuntimeError, so this is the record's refusal
         raise RuntimeError(str(exc)) from None
-    record_command(run_dir, cmd[1:], finished=False)
-    seconds = run(cmd, log, env)
-    record_command(run_dir, cmd[1:], finished=True)
-    return seconds
 
 
 def run_child(cmd: list[str], env: dict, cwd: Path | None = None) -> tuple[float, str, str, float]:

@@ -11,7 +11,7 @@ this module is their one reader and writer.
                                    checkpoint files and the optimizer's scalar state and param groups
     RUN_DIR/metrics.jsonl, train.log, .lock
     RUN_DIR/command.json           written by scripts that train runs (benchmarks, genolin.models.build), not by
-                                   train: the command's arguments and whether it finished (``scripted_run``)
+                                   train: the command's arguments and whether it finished (``train_once``)
 
 A checkpoint writes its step-named files first, best.safetensors, then trainer_state.json (the commit point),
 then model.safetensors (a hard link) and removes older step files: a run killed at any moment, also inside a
@@ -28,8 +28,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -323,6 +325,7 @@ class RunDir:
 
 
 COMMAND = "command.json"
+T = TypeVar("T")
 
 
 def command_key(args: list[str]) -> list[str]:
@@ -348,8 +351,8 @@ def scripted_run(run_dir: str | os.PathLike, args: list[str]) -> bool:
     record, state = run_dir / COMMAND, (run_dir / STATE).exists()
     if record.exists():
         found = json.loads(record.read_text())
-        if found["args"] != command_key(args):
-            was, now = found["args"], command_key(args)
+        was, now = found["args"], command_key(args)
+        if was != now:
             at = next((i for i, (a, b) in enumerate(zip(was, now, strict=False)) if a != b), min(len(was), len(now)))
             at -= at > 0 and was[at - 1].startswith("-")  # the option with its value: "--seed 0"
             raise ValueError(f"{run_dir}: trained with other arguments ({' '.join(was[at:at + 2]) or 'nothing'!r}, "
@@ -371,6 +374,18 @@ def record_command(run_dir: str | os.PathLike, args: list[str], finished: bool) 
     training finished."""
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     write_json(Path(run_dir) / COMMAND, {"args": command_key(args), "finished": finished})
+
+
+def train_once(run_dir: str | os.PathLike, args: list[str], train: Callable[[], T]) -> T | None:
+    """``train()`` (a script's ``genolin train`` of ``args`` into ``run_dir``) with COMMAND recorded before and
+    after, unless ``scripted_run`` finds those arguments trained the run to its end (None then; its ValueError
+    passes on)."""
+    if scripted_run(run_dir, args):
+        return None
+    record_command(run_dir, args, finished=False)
+    result = train()
+    record_command(run_dir, args, finished=True)
+    return result
 
 
 def remove_unfinished_run(run_dir: str | os.PathLike, before: set[str], created: bool) -> None:

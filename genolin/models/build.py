@@ -92,18 +92,17 @@ def train_command(pairs: list[tuple[str, str]], preset: str, settings: list[str]
 def trained(run_dir: Path, cmd: list[str]) -> Path:
     """``run_dir`` after ``cmd`` trained it: nothing run when the same arguments trained it to its end before; a run
     of other arguments there (an earlier recipe), one cut short or one without a record of its arguments ends the
-    build (``genolin.checkpoint.scripted_run``), as exporting it would ship other weights than MEMBERS describes."""
-    from genolin.checkpoint import record_command, scripted_run
+    build (``genolin.checkpoint.train_once``), as exporting it would ship other weights than MEMBERS describes."""
+    from genolin.checkpoint import train_once
+
+    def train() -> None:
+        print("$", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
 
     try:
-        if scripted_run(run_dir, cmd[1:]):
-            return run_dir
-    except ValueError as exc:
+        train_once(run_dir, cmd[1:], train)
+    except ValueError as exc:  # subprocess fails with CalledProcessError, so this is the record's refusal
         sys.exit(f"build: {exc}")
-    record_command(run_dir, cmd[1:], finished=False)
-    print("$", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-    record_command(run_dir, cmd[1:], finished=True)
     return run_dir
 
 
