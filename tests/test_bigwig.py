@@ -183,3 +183,65 @@ def test_a_dead_writer_process_neither_hangs_the_parent_nor_its_exit(tmp_path):
     proc = subprocess.run([sys.executable, "-c", WRITER_DIES, str(tmp_path / "blocker" / "x.bw")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "raised InputError" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_background_writer_leaves_the_resource_tracker_nothing(tmp_path, monkeypatch):
+    """The child process takes its stretches down a plain pipe: no named semaphore (a multiprocessing.Queue's locks)
+    is registered with the resource tracker, which could otherwise warn of one below a Ctrl-C's line after exit. The
+    file is still whole."""
+    import multiprocessing.resource_tracker as tracker
+
+    from genolin.io.bigwig import BackgroundBigWigWriter
+
+    registered = []
+    monkeypatch.setattr(tracker, "register", lambda name, rtype: registered.append((name, rtype)))
+    lengths = {"a": 300_000, "b": 1_001}
+    values = np.random.default_rng(0).random(75_000).astype(np.float32)  # a model's values
+    with BackgroundBigWigWriter(tmp_path / "t.bw", lengths, queue_pieces=2, batch_bins=5_000) as w:
+        for first in range(0, 75_000, 7_000):
+            w.add("a", first, values[first:first + 7_000], 4, 300_000)
+        w.flush()
+        w.add("b", 0, np.ones(251, np.float32), 4, 1_001)
+    assert registered == []
+    bw = pyBigWig.open(str(tmp_path / "t.bw"))
+    expected = np.round(values.astype(np.float64), DECIMALS).astype(np.float32)
+    assert np.array_equal(np.array(bw.values("a", 0, 300_000)[::4], np.float32), expected)
+    assert bw.values("b", 1_000, 1_001) == [1.0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.bw"]
+
+
+PARENT_KILLED = """
+import os, signal, sys
+import numpy as np
+from genolin.io.bigwig import BackgroundBigWigWriter
+with BackgroundBigWigWriter(sys.argv[1], {"a": 10**7}) as w:
+    for i in range(0, 500_000, 65536):
+        w.add("a", i, np.random.rand(65536), 4, 10**7)
+    print(w.proc.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_writer_whose_parent_is_killed_ends_and_leaves_no_file(tmp_path):
+    """The parent dies without a word (SIGKILL) while its child writes: the child sees the pipe close, drops its
+    temporary file and ends."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.run([sys.executable, "-c", PARENT_KILLED, str(tmp_path / "x.bw")], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    child = int(proc.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the writer process {child} outlived its parent by a minute")
+    assert list(tmp_path.iterdir()) == []

@@ -375,41 +375,37 @@ class BigWigWriter:
         self._stack.__exit__(exc_type, exc, tb)
 
 
-def _serve(path: str, lengths: dict[str, int], inbox, outbox) -> None:
-    """The child process: a BigWigWriter fed from ``inbox`` until ("close", commit); reports (kind, message) to
-    ``outbox``: kind None when its file was written, "abandoned" when it was dropped (the parent gave up), "input"
-    for a file the user named that cannot be written, else "error"."""
-    import multiprocessing as mp
-    import queue
-
+def _serve(path: str, lengths: dict[str, int], conn) -> None:
+    """The child process: a BigWigWriter fed from ``conn`` until ("close", commit); then sends one report (kind,
+    message) back: kind None when its file was written, "abandoned" when it was dropped (the parent gave up),
+    "input" for a file the user named that cannot be written, else "error"."""
     from genolin.errors import InputError
 
     ignore_sigint()  # the parent's to handle: it closes this writer without committing
     # SIGTERM (multiprocessing's end of a parent that exits without closing the writer): leave no file
     signal.signal(signal.SIGTERM, _abandon)
-    parent = mp.parent_process()
     try:
         with BigWigWriter(path, lengths) as w:
             while True:
                 try:
-                    msg = inbox.get(timeout=1.0)
-                except queue.Empty:  # a parent killed without a word leaves no writer behind (nor its file)
-                    if parent is not None and not parent.is_alive():
-                        raise _Abandoned from None
-                    continue
+                    msg = conn.recv()
+                except (EOFError, OSError):  # the parent ended without a word: no writer is left, nor its file
+                    raise _Abandoned from None
                 if msg[0] == "add":
                     w.add(*msg[1:])
                 elif msg[0] == "close":
                     if not msg[1]:
                         raise _Abandoned
                     break
-        outbox.put((None, ""))
+        report = (None, "")
     except _Abandoned:  # stopped as the file was renamed into place: it was written all the same
-        outbox.put((None, "") if WRITTEN else ("abandoned", "the writer process was stopped"))
+        report = (None, "") if WRITTEN else ("abandoned", "the writer process was stopped")
     except (InputError, OSError) as exc:
-        outbox.put(("input", str(exc.args[-1] if isinstance(exc, InputError) else exc.strerror or exc)))
+        report = ("input", str(exc.args[-1] if isinstance(exc, InputError) else exc.strerror or exc))
     except BaseException as exc:  # noqa: BLE001 -- reported to the parent, which raises it
-        outbox.put(("error", f"{type(exc).__name__}: {exc}"))
+        report = ("error", f"{type(exc).__name__}: {exc}")
+    with contextlib.suppress(OSError):  # a parent that is gone reads no report
+        conn.send(report)
 
 
 class _Abandoned(Exception):
@@ -421,18 +417,28 @@ def _abandon(signum, frame) -> None:
 
 
 class BackgroundBigWigWriter:
-    """A BigWigWriter in a child process (spawned: no fork of a process holding CUDA or threads). Pieces go
-    through a bounded queue, so memory stays bounded when the model outruns the writer. The file appears when
-    the block ends cleanly; on an exception the child drops it."""
+    """A BigWigWriter in a child process (spawned: no fork of a process holding CUDA or threads). Stretches wait
+    in a bounded queue for a sender thread that pickles them down a pipe, so the model goes on while they are sent
+    and memory stays bounded when it outruns the writer. The file appears when the block ends cleanly; on an
+    exception the child drops it.
+
+    A plain pipe, not a ``multiprocessing.Queue``: a Queue's locks are named semaphores that the resource tracker
+    process tracks, and a Ctrl-C at the terminal could leave it one to clean up after this process's exit, printing
+    a warning below the interrupt's line. Nothing here is tracked."""
 
     def __init__(self, path: str | os.PathLike, lengths: dict[str, int], queue_pieces: int = 16,
                  batch_bins: int = 65536):
         import multiprocessing as mp
+        import queue
+        import threading
 
         ctx = mp.get_context("spawn")
-        self.inbox, self.outbox = ctx.Queue(queue_pieces), ctx.Queue()
-        self.proc = ctx.Process(target=_serve, args=(str(path), dict(lengths), self.inbox, self.outbox),
-                                daemon=True)
+        self.conn, child_conn = ctx.Pipe()  # both ways: stretches to the child, its one report back
+        self.proc = ctx.Process(target=_serve, args=(str(path), dict(lengths), child_conn), daemon=True)
+        self.child_conn = child_conn  # closed here once the child holds it: a child that ends closes the pipe
+        self.pending = queue.Queue(queue_pieces)  # ("add", ...) and ("close", commit) items for the sender
+        self.sender = threading.Thread(target=self._send_all, name=f"bigwig sender {Path(path).name}",
+                                       daemon=True)
         self.path, self.report = path, None
         # pieces that continue one another are sent as one stretch of about batch_bins bins: a send costs the
         # parent ~0.3 ms (a window's piece of 1.5 k bins is sent in a tenth of that time per bin)
@@ -441,11 +447,16 @@ class BackgroundBigWigWriter:
     def __enter__(self) -> BackgroundBigWigWriter:
         try:
             with sigint_blocked():  # a Ctrl-C is this process's to handle (the child ignores it: ``_serve``)
+                self.sender.start()
                 self.proc.start()
         except BaseException:
             if self.proc.pid is not None:  # started: it drops its file and ends
                 self._close(commit=False)
+            else:
+                self._end_sender()
             raise
+        finally:
+            self.child_conn.close()
         return self
 
     def add(self, contig: str, first_bin: int, values: np.ndarray, stride: int, length: int) -> None:
@@ -459,39 +470,64 @@ class BackgroundBigWigWriter:
         if stretch is not None:
             self._send(stretch)
 
+    def _send_all(self) -> None:
+        """The sender thread: pending items down the pipe in order, until ("close", ...), None (``_end_sender``)
+        or a child that is gone (``_send`` and ``_finish`` see it and say why)."""
+        while (item := self.pending.get()) is not None:
+            try:
+                self.conn.send(item)
+            except OSError:
+                return
+            if item[0] == "close":
+                return
+
     def _send(self, stretch) -> None:
         import queue
 
         item = ("add", *stretch)
         while True:
-            if not self.proc.is_alive() or not self.outbox.empty():  # the child stopped: say why
+            if not self.proc.is_alive() or self.conn.poll():  # the child stopped (a report, or none): say why
                 self._finish()
                 raise RuntimeError(f"writing {self.path}: the writer process stopped")
             try:
-                self.inbox.put(item, timeout=0.5)
+                self.pending.put(item, timeout=0.5)
                 return
             except queue.Full:  # the writer is behind: wait, unless it died
                 continue
 
     def _finish(self) -> None:
-        import queue
-
         from genolin.errors import InputError
 
         while self.report is None:
-            try:
-                self.report = self.outbox.get(timeout=0.5)
-            except queue.Empty:
-                if not self.proc.is_alive():
-                    self.report = ("error", f"the writer process ended (exit code {self.proc.exitcode})")
+            if self.conn.poll(0.5):
+                try:
+                    self.report = self.conn.recv()
+                except (EOFError, OSError):  # the pipe closed without a report
+                    self.report = self._ended()
+            elif not self.proc.is_alive() and not self.conn.poll(0):  # a report sent as it ended is read first
+                self.report = self._ended()
         self.proc.join()
-        # stretches the child will never read must not hold the interpreter's exit (the queue's feeder thread)
-        self.inbox.cancel_join_thread()
+        self._end_sender()
         kind, message = self.report
         if kind == "input":
             raise InputError(self.path, f"cannot write: {message}")
         if kind:
             raise RuntimeError(f"writing {self.path}: {message}")
+
+    def _ended(self) -> tuple[str, str]:
+        self.proc.join()
+        return "error", f"the writer process ended (exit code {self.proc.exitcode})"
+
+    def _end_sender(self) -> None:
+        """The child has ended (or never started): the sender thread stops (a send fails at once, a wait for items
+        takes None), then the pipe closes."""
+        import queue
+
+        with contextlib.suppress(queue.Full):
+            self.pending.put_nowait(None)
+        if self.sender.ident is not None:
+            self.sender.join()
+        self.conn.close()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
@@ -508,7 +544,7 @@ class BackgroundBigWigWriter:
         try:
             while self.report is None and self.proc.is_alive():  # wait for room only while the child lives
                 try:
-                    self.inbox.put(("close", commit), timeout=0.5)
+                    self.pending.put(("close", commit), timeout=0.5)
                     break
                 except queue.Full:
                     continue
@@ -527,17 +563,14 @@ class BackgroundBigWigWriter:
     def _stop(self) -> None:
         """The child ended at once (SIGTERM: ``_abandon``), dropping its file unless it had renamed it into place
         (then, as it reports, the file counts as written)."""
-        import queue
-
         if self.proc.is_alive():
             self.proc.terminate()
         self.proc.join()
-        self.inbox.cancel_join_thread()
-        if self.report is None:
-            try:
-                self.report = self.outbox.get(timeout=1.0)
-            except queue.Empty:
-                return
+        if self.report is None and not self.conn.closed and self.conn.poll(1.0):
+            with contextlib.suppress(EOFError, OSError):
+                self.report = self.conn.recv()
+        if not self.conn.closed:
+            self._end_sender()
         if self.report == (None, ""):
             WRITTEN.append(Path(self.path))
 
