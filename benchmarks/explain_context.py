@@ -29,11 +29,11 @@ from common import heading, made_on, run_metadata, write_result  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-def top_calls(peaks: Path, top: int, out: Path) -> Path:
-    """The ``top`` highest-scoring lines of a peaks BED (BED6, score in column 5) into ``out``."""
-    lines = [ln for ln in peaks.read_text().splitlines() if ln and not ln.startswith(("track", "#"))]
-    best = sorted(lines, key=lambda ln: -float(ln.split("\t")[4]))[:top]
-    out.write_text("".join(ln + "\n" for ln in best))
+def top_bed(peaks: Path, top: int, out: Path) -> Path:
+    """The ``top`` highest-scoring calls of a peaks BED (``genolin.io.bed.top_calls``) into ``out``."""
+    from genolin.io.bed import bed6_lines, read_bed, top_calls
+
+    out.write_text("".join(bed6_lines(top_calls(read_bed(peaks), top))))
     return out
 
 
@@ -60,7 +60,7 @@ def one_model(model: str, args, work: Path) -> dict:
     prefix = work / name
     subprocess.run([sys.executable, "-m", "genolin", "-q", "predict", "--model", model, "--fasta", args.fasta,
                     "--rc-average", "--device", "cpu", "--out", str(prefix)], check=True)
-    bed = top_calls(Path(f"{prefix}.peaks.bed"), args.top, work / f"{name}.top.bed")
+    bed = top_bed(Path(f"{prefix}.peaks.bed"), args.top, work / f"{name}.top.bed")
     torch.set_num_threads(args.threads)
     run = load_run(resolve_model(model, "cpu", use="explain explains"), "cpu", bf16_weights=False)
     run.model.eval()

@@ -88,3 +88,45 @@ def test_renumber_calls_continues_the_numbering():
     lines = ["chr1\t10\t12\tpromoter_1\t900\t+\n", "chr2\t5\t7\tpromoter_2\t450\t-"]
     assert list(renumber_calls(lines, 7)) == ["chr1\t10\t12\tpromoter_8\t900\t+\n", "chr2\t5\t7\tpromoter_9\t450\t-\n"]
     assert list(renumber_calls([])) == []
+
+
+def test_top_calls_by_score_then_widened_and_in_genome_order():
+    from genolin.io.bed import bed6_lines, top_calls
+
+    calls = [Interval("chr1", 10, 14, "a", 300.0, "+"), Interval("chr2", 490, 494, "b", 900.0, "-"),
+             Interval("chr1", 600, 604, "c", 900.0, "+"), Interval("chr1", 800, 804, "d", None, "+"),
+             Interval("chr2", 5, 9, "e", 500.0, "-")]
+    assert [c.name for c in top_calls(calls, 3)] == ["b", "c", "e"]  # equal scores keep file order
+    assert [c.name for c in top_calls(calls, 9)] == ["b", "c", "e", "a", "d"]  # unscored last
+    assert top_calls(calls, 0) == []
+    wide = top_calls(calls, 4, CONTIGS, flank=100)  # clipped to each contig, in genome order
+    assert [(c.chrom, c.start, c.end, c.name, c.strand) for c in wide] == [
+        ("chr1", 0, 111, "a", "+"), ("chr1", 500, 701, "c", "+"), ("chr2", 0, 106, "e", "-"),
+        ("chr2", 390, 500, "b", "-")]
+    assert list(bed6_lines(wide[:1] + [calls[3]])) == ["chr1\t0\t111\ta\t300\t+\n", "chr1\t800\t804\td\t.\t+\n"]
+    with pytest.raises(ValueError, match="flank needs"):
+        top_calls(calls, 2, flank=10)
+
+
+def test_the_workflow_top_regions_script(tmp_path):
+    """workflows/scripts/top_regions.py on a peaks BED as predict writes it, and on one without calls."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "workflows" / "scripts" / "top_regions.py"
+    (tmp_path / "g.sizes").write_text("chr1\t1000\nchr2\t500\n")
+    (tmp_path / "p.bed").write_text('track name="g promoters" useScore=1\nchr1\t600\t604\tpromoter_1\t700\t+\n'
+                                    "chr2\t20\t24\tpromoter_2\t900\t-\nchr2\t300\t304\tpromoter_3\t100\t+\n")
+    (tmp_path / "none.bed").write_text('track name="g promoters" useScore=1\n')
+    (tmp_path / "bad.bed").write_text("chr3\t20\t24\tpromoter_1\t900\t-\n")
+
+    def top(peaks):
+        return subprocess.run([sys.executable, str(script), str(tmp_path / peaks), str(tmp_path / "g.sizes"), "2",
+                               "50", str(tmp_path / "top.bed")], capture_output=True, text=True)
+
+    assert top("p.bed").returncode == 0
+    assert (tmp_path / "top.bed").read_text() == "chr1\t550\t651\tpromoter_1\t700\t+\nchr2\t0\t71\tpromoter_2\t900\t-\n"
+    assert top("none.bed").returncode == 0 and (tmp_path / "top.bed").read_text() == ""
+    r = top("bad.bed")
+    assert r.returncode == 1 and "contig 'chr3' is not in the FASTA" in r.stderr and "Traceback" not in r.stderr

@@ -6,6 +6,9 @@ line before the first interval (one whose start and end columns are both names, 
 a line whose start or end is anything else that is not an integer (``1.5``, ``1e5``, ``1,000``, ``NA``) is an
 error naming the line and the value.
 
+``top_calls(calls, top, contigs, flank)``: the highest-scoring calls (e.g. of OUT.peaks.bed, to explain), optionally
+widened to +-flank bp of each call and put in genome order; ``bed6_lines`` writes intervals back.
+
 ``renumber_calls(lines, after)``: promoter call lines of ``genolin predict``'s OUT.peaks.bed named
 promoter_{after + 1}, ... (parts of one genome's calls joined in order).
 """
@@ -35,8 +38,10 @@ class Interval:
     strand: str = "."
 
 
-def read_bed(path: str | os.PathLike, contigs: Mapping[str, int] | None = None) -> list[Interval]:
-    """Parse a BED3/BED6 file; ``contigs`` (name -> length, e.g. ``Genome.lengths``) enables range checks."""
+def read_bed(path: str | os.PathLike, contigs: Mapping[str, int] | None = None, *,
+             allow_empty: bool = False) -> list[Interval]:
+    """Parse a BED3/BED6 file; ``contigs`` (name -> length, e.g. ``Genome.lengths``) enables range checks. A file
+    without intervals is an error unless ``allow_empty`` (a genome's calls: a model may call none)."""
     out: list[Interval] = []
     seen_data = False
     for n, line in enumerate(read_text(path).splitlines(), start=1):
@@ -71,7 +76,7 @@ def read_bed(path: str | os.PathLike, contigs: Mapping[str, int] | None = None) 
         if strand not in STRANDS:
             raise InputError(path, f"strand must be '+', '-' or '.', found {strand!r}", n)
         out.append(Interval(chrom, start, end, name, score, strand))
-    if not out:
+    if not out and not allow_empty:
         raise InputError(path, "no intervals in BED file")
     return out
 
@@ -88,6 +93,30 @@ def _position(path, column: str, text: str, line: int) -> int:
     except ValueError:
         raise InputError(path, f"{column} {text!r} is not an integer (BED positions are whole numbers, 0-based)",
                          line) from None
+
+
+def top_calls(calls: Iterable[Interval], top: int, contigs: Mapping[str, int] | None = None,
+              flank: int | None = None) -> list[Interval]:
+    """The ``top`` highest-scoring of ``calls`` (column 5; equal scores keep file order, unscored ones come last).
+    With ``contigs`` (name -> length, in genome order) they come in genome order, and with ``flank`` each becomes
+    the +-``flank`` bp around its start (the call's base), clipped to its contig; else they stay in score order."""
+    best = sorted(calls, key=lambda iv: -iv.score if iv.score is not None else float("inf"))[:max(top, 0)]
+    if flank is not None:
+        if contigs is None:
+            raise ValueError("top_calls: flank needs the contigs' lengths")
+        best = [Interval(iv.chrom, max(0, iv.start - flank), min(contigs[iv.chrom], iv.start + flank + 1), iv.name,
+                         iv.score, iv.strand) for iv in best]
+    if contigs is not None:
+        order = {c: i for i, c in enumerate(contigs)}
+        best.sort(key=lambda iv: (order[iv.chrom], iv.start, iv.end))
+    return best
+
+
+def bed6_lines(intervals: Iterable[Interval]) -> Iterator[str]:
+    """BED6 lines of ``intervals`` (a missing score as ``.``)."""
+    for iv in intervals:
+        score = "." if iv.score is None else f"{iv.score:g}"
+        yield f"{iv.chrom}\t{iv.start}\t{iv.end}\t{iv.name}\t{score}\t{iv.strand}\n"
 
 
 def renumber_calls(lines: Iterable[str], after: int = 0) -> Iterator[str]:
