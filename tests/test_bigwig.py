@@ -245,3 +245,17 @@ def test_a_writer_whose_parent_is_killed_ends_and_leaves_no_file(tmp_path):
     else:
         pytest.fail(f"the writer process {child} outlived its parent by a minute")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stretch_the_sender_cannot_send_stops_the_writer_with_its_reason(tmp_path):
+    """A failure in the sender thread other than a closed pipe (here an item pickle refuses) stops the child and
+    is the parent's error; no file is left."""
+    from genolin.io.bigwig import BackgroundBigWigWriter
+
+    with pytest.raises(RuntimeError, match="(?i)pickle"), BackgroundBigWigWriter(tmp_path / "t.bw", {"a": 4000}) as w:
+        w.add("a", 0, np.ones(10, np.float32), 4, 4000)
+        w.flush()
+        w._send(("a", 10, lambda: None, 4, 4000))
+        for first in range(20, 1000, 10):
+            w.add("a", first, np.ones(10, np.float32), 4, 4000)
+    assert list(tmp_path.iterdir()) == []

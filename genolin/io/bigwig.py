@@ -439,7 +439,7 @@ class BackgroundBigWigWriter:
         self.pending = queue.Queue(queue_pieces)  # ("add", ...) and ("close", commit) items for the sender
         self.sender = threading.Thread(target=self._send_all, name=f"bigwig sender {Path(path).name}",
                                        daemon=True)
-        self.path, self.report = path, None
+        self.path, self.report, self.send_error = path, None, None
         # pieces that continue one another are sent as one stretch of about batch_bins bins: a send costs the
         # parent ~0.3 ms (a window's piece of 1.5 k bins is sent in a tenth of that time per bin)
         self.stretches = Stretches(batch_bins)
@@ -478,6 +478,10 @@ class BackgroundBigWigWriter:
                 self.conn.send(item)
             except OSError:
                 return
+            except Exception as exc:  # noqa: BLE001 -- e.g. MemoryError pickling a stretch: stop the child, say why
+                self.send_error = f"{type(exc).__name__}: {exc}"
+                self.proc.terminate()
+                return
             if item[0] == "close":
                 return
 
@@ -508,7 +512,7 @@ class BackgroundBigWigWriter:
                 self.report = self._ended()
         self.proc.join()
         self._end_sender()
-        kind, message = self.report
+        kind, message = self.report if self.send_error is None else ("error", self.send_error)
         if kind == "input":
             raise InputError(self.path, f"cannot write: {message}")
         if kind:
