@@ -225,21 +225,22 @@ with BackgroundBigWigWriter(sys.argv[1], {"a": 10**7}) as w:
 def test_a_writer_whose_parent_is_killed_ends_and_leaves_no_file(tmp_path):
     """The parent dies without a word (SIGKILL) while its child writes: the child sees the pipe close, drops its
     temporary file and ends."""
-    import os
     import signal
     import subprocess
     import sys
     import time
+    from pathlib import Path
 
     proc = subprocess.run([sys.executable, "-c", PARENT_KILLED, str(tmp_path / "x.bw")], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     child = int(proc.stdout.split()[0])
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # ended: gone, or a zombie its new parent has yet to reap
         try:
-            os.kill(child, 0)
-        except ProcessLookupError:
+            if Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        except (FileNotFoundError, ProcessLookupError):
             break
         time.sleep(0.1)
     else:
@@ -247,15 +248,40 @@ def test_a_writer_whose_parent_is_killed_ends_and_leaves_no_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_stretch_the_sender_cannot_send_stops_the_writer_with_its_reason(tmp_path):
-    """A failure in the sender thread other than a closed pipe (here an item pickle refuses) stops the child and
-    is the parent's error; no file is left."""
-    from genolin.io.bigwig import BackgroundBigWigWriter
-
-    with pytest.raises(RuntimeError, match="(?i)pickle"), BackgroundBigWigWriter(tmp_path / "t.bw", {"a": 4000}) as w:
+SENDER_FAILS = """
+import errno, sys
+import numpy as np
+from genolin.io.bigwig import BackgroundBigWigWriter
+try:
+    with BackgroundBigWigWriter(sys.argv[1], {"a": 4000}) as w:
+        if sys.argv[2] == "enobufs":  # the second send fails, the child alive and waiting
+            send, sent = w.conn.send, []
+            def failing(item):
+                sent.append(item)
+                if len(sent) == 2:
+                    raise OSError(errno.ENOBUFS, "No buffer space available")
+                send(item)
+            w.conn.send = failing
         w.add("a", 0, np.ones(10, np.float32), 4, 4000)
         w.flush()
-        w._send(("a", 10, lambda: None, 4, 4000))
+        w._send(("a", 10, lambda: None, 4, 4000) if sys.argv[2] == "pickle" else ("a", 10, np.ones(10), 4, 4000))
         for first in range(20, 1000, 10):
             w.add("a", first, np.ones(10, np.float32), 4, 4000)
+except RuntimeError as exc:
+    print("raised", exc, flush=True)
+"""
+
+
+@pytest.mark.parametrize("failure", ["pickle", "enobufs"])
+def test_a_stretch_the_sender_cannot_send_stops_the_writer_with_its_reason(tmp_path, failure):
+    """A failure in the sender thread other than a closed pipe (an item pickle refuses; a send error while the
+    child lives) stops the child and is the parent's error, in time; no file is left."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", SENDER_FAILS, str(tmp_path / "t.bw"), failure], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("raised writing ") and ("pickle" in proc.stdout.lower() if failure == "pickle"
+                                                           else "No buffer space" in proc.stdout), proc.stdout
     assert list(tmp_path.iterdir()) == []

@@ -385,25 +385,29 @@ def _serve(path: str, lengths: dict[str, int], conn) -> None:
     # SIGTERM (multiprocessing's end of a parent that exits without closing the writer): leave no file
     signal.signal(signal.SIGTERM, _abandon)
     try:
-        with BigWigWriter(path, lengths) as w:
-            while True:
-                try:
-                    msg = conn.recv()
-                except (EOFError, OSError):  # the parent ended without a word: no writer is left, nor its file
-                    raise _Abandoned from None
-                if msg[0] == "add":
-                    w.add(*msg[1:])
-                elif msg[0] == "close":
-                    if not msg[1]:
-                        raise _Abandoned
-                    break
-        report = (None, "")
-    except _Abandoned:  # stopped as the file was renamed into place: it was written all the same
+        try:
+            with BigWigWriter(path, lengths) as w:
+                while True:
+                    try:
+                        msg = conn.recv()
+                    except (EOFError, OSError):  # the parent ended without a word: no writer is left, nor its file
+                        raise _Abandoned from None
+                    if msg[0] == "add":
+                        w.add(*msg[1:])
+                    elif msg[0] == "close":
+                        if not msg[1]:
+                            raise _Abandoned
+                        break
+            report = (None, "")
+        except _Abandoned:  # stopped as the file was renamed into place: it was written all the same
+            report = (None, "") if WRITTEN else ("abandoned", "the writer process was stopped")
+        except (InputError, OSError) as exc:
+            report = ("input", str(exc.args[-1] if isinstance(exc, InputError) else exc.strerror or exc))
+        except BaseException as exc:  # noqa: BLE001 -- reported to the parent, which raises it
+            report = ("error", f"{type(exc).__name__}: {exc}")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the file is settled: the report goes whole
+    except _Abandoned:  # the SIGTERM came as a report was made (``_abandon`` raises once)
         report = (None, "") if WRITTEN else ("abandoned", "the writer process was stopped")
-    except (InputError, OSError) as exc:
-        report = ("input", str(exc.args[-1] if isinstance(exc, InputError) else exc.strerror or exc))
-    except BaseException as exc:  # noqa: BLE001 -- reported to the parent, which raises it
-        report = ("error", f"{type(exc).__name__}: {exc}")
     with contextlib.suppress(OSError):  # a parent that is gone reads no report
         conn.send(report)
 
@@ -413,6 +417,7 @@ class _Abandoned(Exception):
 
 
 def _abandon(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: what follows (the report) is not cut short
     raise _Abandoned
 
 
@@ -476,9 +481,9 @@ class BackgroundBigWigWriter:
         while (item := self.pending.get()) is not None:
             try:
                 self.conn.send(item)
-            except OSError:
+            except (BrokenPipeError, ConnectionResetError):  # the child ended
                 return
-            except Exception as exc:  # noqa: BLE001 -- e.g. MemoryError pickling a stretch: stop the child, say why
+            except Exception as exc:  # noqa: BLE001 -- a stretch not sent (memory, ENOBUFS): stop the child, say why
                 self.send_error = f"{type(exc).__name__}: {exc}"
                 self.proc.terminate()
                 return
