@@ -399,17 +399,23 @@ def _serve(path: str, lengths: dict[str, int], conn) -> None:
                             raise _Abandoned
                         break
             report = (None, "")
-        except _Abandoned:  # stopped as the file was renamed into place: it was written all the same
-            report = (None, "") if WRITTEN else ("abandoned", "the writer process was stopped")
+        except _Abandoned:
+            report = _abandoned_report()
         except (InputError, OSError) as exc:
             report = ("input", str(exc.args[-1] if isinstance(exc, InputError) else exc.strerror or exc))
         except BaseException as exc:  # noqa: BLE001 -- reported to the parent, which raises it
             report = ("error", f"{type(exc).__name__}: {exc}")
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the file is settled: the report goes whole
     except _Abandoned:  # the SIGTERM came as a report was made (``_abandon`` raises once)
-        report = (None, "") if WRITTEN else ("abandoned", "the writer process was stopped")
+        report = _abandoned_report()
     with contextlib.suppress(OSError):  # a parent that is gone reads no report
         conn.send(report)
+
+
+def _abandoned_report() -> tuple[str | None, str]:
+    """The child's report when the parent gave up: a file already renamed into place (stopped as it was) was
+    written all the same."""
+    return (None, "") if WRITTEN else ("abandoned", "the writer process was stopped")
 
 
 class _Abandoned(Exception):
@@ -529,9 +535,11 @@ class BackgroundBigWigWriter:
 
     def _end_sender(self) -> None:
         """The child has ended (or never started): the sender thread stops (a send fails at once, a wait for items
-        takes None), then the pipe closes."""
+        takes None), then the pipe closes. Once: a closed pipe means it ran."""
         import queue
 
+        if self.conn.closed:
+            return
         with contextlib.suppress(queue.Full):
             self.pending.put_nowait(None)
         if self.sender.ident is not None:
@@ -578,8 +586,7 @@ class BackgroundBigWigWriter:
         if self.report is None and not self.conn.closed and self.conn.poll(1.0):
             with contextlib.suppress(EOFError, OSError):
                 self.report = self.conn.recv()
-        if not self.conn.closed:
-            self._end_sender()
+        self._end_sender()
         if self.report == (None, ""):
             WRITTEN.append(Path(self.path))
 
