@@ -358,21 +358,30 @@ def test_a_cpu_runs_bfloat16_weights_in_bfloat16_only_where_it_multiplies_them_n
         assert loading.inference_bf16(read_run_config(student), cpu, [student / "best.safetensors", trained]) is False
 
 
-def test_an_ensemble_of_several_strides_takes_one_precision_and_says_it_once(caplog, monkeypatch):
-    """The bundled GPU members (strides 4 and 1) loaded on a CPU: one choice for both strides' members, one line."""
+def test_an_ensemble_of_several_strides_takes_one_precision_and_says_it_once(caplog, monkeypatch, tmp_path, piece):
+    """Members of two strides in bfloat16 (the bundled CPU student, stride 4, beside a stride-1 run exported as a
+    member is) loaded on a CPU: one choice for both strides' members, one line."""
     import logging
 
     import genolin.inference.loading as loading
     from genolin.inference import load_run
+    from genolin.models.build import export
+
+    r = run("train", "--fasta", piece / "piece.fa", "--tss", piece / "piece.bed", "--set", "stride=1", "--set",
+            "window_bp=1024", "--set", "batch_size=2", "--set", "d_model=32", "--set", "steps=2", "--set",
+            "val_every_steps=2", "--out", tmp_path / "s1")
+    assert r.exit_code == 0, r.output
+    export(tmp_path / "s1", tmp_path / "s1_bf16")
+    monkeypatch.setattr(logging.getLogger("genolin"), "propagate", True)  # the CLI's console handler turned it off
 
     for native, dtype in ((True, torch.bfloat16), (False, torch.float32)):
         monkeypatch.setattr(loading, "cpu_bf16", lambda native=native: native)
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="genolin"):
-            run = load_run(["bacteria-base", "bacteria-s1"], "cpu")
+            loaded = load_run(["bacteria-cpu", str(tmp_path / "s1_bf16")], "cpu")
         said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("precision:")]
         assert said == [f"precision: {'bfloat16 (--precision float32 for float32)' if native else 'float32'}"]
-        members = [run.predictor.model, *(p.model for p, _ in run.predictor.others)]
+        members = [loaded.predictor.model, *(p.model for p, _ in loaded.predictor.others)]
         assert len(members) == 2 and {next(m.parameters()).dtype for m in members} == {dtype}
 
 
