@@ -21,7 +21,10 @@ against the same part trained from scratch (the preset and recipe) and the fold 
 rest of G.
 
 --ensemble NAME=A+B (repeatable): for every fold and seed where recipes A and B (or more, joined by +) all
-trained, each held-out genome is also scored by the mean of the members' 50-bp pooled scores. Each member scores it
+trained, each held-out genome is also scored by the mean of the members' 50-bp pooled scores. A member "A@S" is
+recipe A's seed-S run at every seed of the ensemble (as for teachers): "t=dB+s1@0" joins each seed's dB to s1's
+seed 0, "b2=shipped+shipped@1" two seeds of one recipe (at seed 1, where both are one run, it is not scored); at least
+one member has no "@S", and the ensemble's seeds are its. Each member scores it
 as `genolin evaluate --rc-average` does (per strand, the highest model-bin probability in each 50-bp bin), and a
 bin's ensemble score is the mean of its members' scores, so members of other strides can be joined. A product
 ensemble averages the members' probabilities per model bin, at the finer stride, before taking the 50-bp maximum:
@@ -331,18 +334,21 @@ def score_members(run_dirs: list[str], fasta: str, tss: str, device: str, offset
     return {"genomes": {name: {**ensemble_figures(scores), "members": own}}}
 
 
-def ensemble_run(runner: Runner, name: str, members: list[dict], gpu: int | None) -> dict:
-    """The fold rows ``members`` (recipes of one fold and seed) as one ensemble: each scored genome of the fold with
-    the members' mean 50-bp scores (``Runner.ensemble``)."""
+def ensemble_run(runner: Runner, name: str, members: list[dict], seed: int | None = None,
+                 spec: list[str] | None = None, gpu: int | None = None) -> dict:
+    """The fold rows ``members`` (runs of one fold; of the ensemble's ``seed``, or a member's own at "A@S") as one
+    ensemble at (fold, ``seed``: the first member's by default): each scored genome of the fold with the members'
+    mean 50-bp scores (``Runner.ensemble``); ``spec``: the members as --ensemble names them."""
     first = members[0]
-    fold, seed = first["fold"], first["seed"]
+    fold, seed = first["fold"], first["seed"] if seed is None else seed
+    spec = spec or [m["recipe"] for m in members]
     work = place_folder(runner.args.work, name, (fold, seed))
     work.mkdir(parents=True, exist_ok=True)
-    runs = [place_folder(runner.args.work, m["recipe"], (fold, seed)) / "run" for m in members]
+    runs = [place_folder(runner.args.work, m["recipe"], (fold, m["seed"])) / "run" for m in members]
     seconds = [m["train_seconds"] for m in members]
     clocks = [m["by_clock"] for m in members]
-    row = {"kind": "fold", "recipe": name, "settings": {"members": "+".join(m["recipe"] for m in members)},
-           "members": [m["recipe"] for m in members], "fold": fold, "seed": seed, "trained_on": first["trained_on"],
+    row = {"kind": "fold", "recipe": name, "settings": {"members": "+".join(spec)},
+           "members": spec, "fold": fold, "seed": seed, "trained_on": first["trained_on"],
            "train_seconds": None if None in seconds else sum(seconds), "member_steps": [m["steps"] for m in members],
            "memorising": any(m["memorising"] for m in members),
            "by_clock": None if None in clocks else any(clocks), "genomes": {}}
@@ -355,19 +361,35 @@ def ensemble_run(runner: Runner, name: str, members: list[dict], gpu: int | None
 
 
 def parse_ensemble(text: str, recipes: dict) -> tuple[str, list[str]]:
-    """"NAME=A+B" -> (NAME, [A, B]); exits naming what is wrong (no name, fewer than two distinct recipes, a recipe
-    not given with --recipe, a name a recipe has)."""
+    """"NAME=A+B" -> (NAME, [A, B]) ("A@S": recipe A's seed-S run, ``teacher_place``); exits naming what is wrong
+    (no name, fewer than two distinct members, a recipe not given with --recipe, a seed that is no number, every
+    member at a fixed seed, a name a recipe has)."""
     name, eq, rest = text.partition("=")
     members = [m.strip() for m in rest.split("+")]
     name = name.strip()
     if not eq or not name or len(members) < 2 or len(set(members)) < len(members) or "" in members:
-        sys.exit(f"bacteria_proxy: --ensemble {text!r}: expected NAME=RECIPE+RECIPE (two or more recipes, each once)")
-    unknown = [m for m in members if m not in recipes]
+        sys.exit(f"bacteria_proxy: --ensemble {text!r}: expected NAME=RECIPE+RECIPE (two or more members, each once)")
+    unknown = [m for m in members if m.partition("@")[0] not in recipes]
     if unknown:
-        sys.exit(f"bacteria_proxy: --ensemble {text!r}: no --recipe {unknown[0]!r} (recipes: {', '.join(recipes)})")
+        sys.exit(f"bacteria_proxy: --ensemble {text!r}: no --recipe {unknown[0].partition('@')[0]!r} (recipes: "
+                 f"{', '.join(recipes)})")
+    pinned = [m for m in members if "@" in m]
+    bad = [m for m in pinned if not m.partition("@")[2].isdigit()]
+    if bad:
+        sys.exit(f"bacteria_proxy: --ensemble {text!r}: {bad[0]!r}: RECIPE@SEED takes a seed number")
+    if len(pinned) == len(members):
+        sys.exit(f"bacteria_proxy: --ensemble {text!r}: every member is at a fixed seed; one without @SEED gives "
+                 f"the ensemble its seeds")
     if name in recipes:
         sys.exit(f"bacteria_proxy: --ensemble {text!r}: {name!r} is a recipe's name")
     return name, members
+
+
+def ensemble_places(members: list[str], place: tuple, recipes: dict) -> list[tuple[str, tuple]] | None:
+    """(recipe, (fold, seed)) of each member of an ensemble scored at ``place`` (fold, seed); None where two members
+    are one run there ("A+A@1" at seed 1)."""
+    where = [teacher_place(m, place, recipes) for m in members]
+    return where if len(set(where)) == len(where) else None
 
 
 def ready_run(runner: Runner, recipe: str, settings: dict, seed: int, gpu: int | None) -> dict:
@@ -568,6 +590,12 @@ def main() -> None:
     seeds = [int(s) for s in str(args.seeds).split(",")]
     check_teachers(recipes, args.ready, fold_names, seeds)
     ensembles = dict(parse_ensemble(e, recipes) for e in args.ensemble)
+    for name, members in ensembles.items():  # a member at a seed its recipe does not train would never be there
+        for m in members:
+            recipe, at, seed = m.partition("@")
+            if at and int(seed) not in recipe_seeds(recipes[recipe], seeds):
+                sys.exit(f"bacteria_proxy: --ensemble {name}: {m!r}: {recipe} trains seeds "
+                         f"{recipe_seeds(recipes[recipe], seeds)}, not {seed}")
     runner = Runner(args, data_paths(Path(args.shared)))
     first = next(iter(recipes))
     tuned = [g for g in args.finetune.split(",") if g]
@@ -585,8 +613,9 @@ def main() -> None:
             "recipes": recipes, "ensembles": ensembles, "folds": FOLDS}
     rows, failed = [], []
     training = {(j[1], j[3], j[4]) for j in jobs + later if j[0] is fold_run}  # (recipe, fold, seed)
-    training |= {(name, f, seed) for name, members in ensembles.items() for _, f, seed in training
-                 if all((m, f, seed) in training for m in members)}
+    training |= {(name, f, seed) for name, members in ensembles.items() for _, f, seed in set(training)
+                 if (where := ensemble_places(members, (f, seed), recipes))
+                 and all((m, *at) in training for m, at in where)}
     for path in args.rows_from:
         rows += earlier_rows(Path(path), {**recipes, **{n: {"members": "+".join(m)} for n, m in ensembles.items()}},
                              training, vars(args))
@@ -606,6 +635,7 @@ def main() -> None:
                    for job in jobs}
         # (recipe, fold or "ready", seed) of the trainings done (check_teachers made sure every teacher run is a job)
         finished: set[tuple] = set()
+        scored: set[tuple] = set()  # (ensemble, fold, seed) submitted
 
         def submit(fn, *job_args, label):
             pending[pool.submit(slots.run, fn, runner, *job_args)] = label
@@ -634,11 +664,17 @@ def main() -> None:
                 if recipe == first and seed == 0:
                     for g in (g for g in tuned if g in FOLDS[fold]):
                         submit(finetune_run, first, recipes[first], g, label=["finetune_run", first, g])
-                trained = {r["recipe"]: r for r in rows  # this run's: an ensemble of earlier members is theirs
-                           if r["kind"] == "fold" and (r["fold"], r["seed"]) == place and "from" not in r}
-                for name, members in ensembles.items():
-                    if recipe in members and all(m in trained for m in members):
-                        submit(ensemble_run, name, [trained[m] for m in members], label=["ensemble_run", name, *place])
+                trained = {(r["recipe"], r["fold"], r["seed"]): r for r in rows  # this run's: an ensemble of
+                           if r["kind"] == "fold" and r["fold"] == fold and "from" not in r}  # earlier ones is theirs
+                for name, members in ensembles.items():  # every seed of the fold: "A@S" members wait for A's seed S
+                    for s in seeds:
+                        where = ensemble_places(members, (fold, s), recipes)
+                        if (name, fold, s) in scored or not where or (recipe, place) not in where \
+                                or not all((m, *at) in trained for m, at in where):
+                            continue
+                        scored.add((name, fold, s))
+                        submit(ensemble_run, name, [trained[(m, *at)] for m, at in where], s, members,
+                               label=["ensemble_run", name, fold, s])
     for student in later:  # a teacher failed
         failed.append({"run": [student[0].__name__, student[1], *student[3:]], "error": "its teacher did not train"})
     text = write()

@@ -50,13 +50,25 @@ def test_an_ensemble_scores_each_bin_with_its_members_mean(proxy):
     ("e=shipped", "expected NAME=RECIPE+RECIPE"), ("=shipped+s1", "expected NAME=RECIPE+RECIPE"),
     ("e=shipped+shipped", "expected NAME=RECIPE+RECIPE"), ("e:shipped+s1", "expected NAME=RECIPE+RECIPE"),
     ("e=shipped+s2", "no --recipe 's2' (recipes: shipped, s1)"), ("s1=shipped+s1", "'s1' is a recipe's name"),
+    ("e=shipped+s2@0", "no --recipe 's2'"), ("e=shipped+s1@x", "'s1@x': RECIPE@SEED takes a seed number"),
+    ("e=shipped@0+s1@0", "every member is at a fixed seed"),
 ])
 def test_a_bad_ensemble_is_one_line(proxy, text, message):
     recipes = {"shipped": {}, "s1": {"stride": "1"}}
     assert proxy.parse_ensemble("s1+4=shipped+s1", recipes) == ("s1+4", ["shipped", "s1"])
+    assert proxy.parse_ensemble("t=shipped+s1@0", recipes) == ("t", ["shipped", "s1@0"])
     with pytest.raises(SystemExit) as exit_:
         proxy.parse_ensemble(text, recipes)
     assert str(exit_.value).startswith(f"bacteria_proxy: --ensemble {text!r}: ") and message in str(exit_.value)
+
+
+def test_an_ensemble_member_at_a_seed_joins_every_seed_of_the_ensemble(proxy):
+    """"A@S" is A's seed-S run at each place of the ensemble; two members that are one run there leave that place
+    out ("A+A@1" at seed 1)."""
+    recipes = {"dB": {}, "s1": {}}
+    assert proxy.ensemble_places(["dB", "s1@0"], ("C", 2), recipes) == [("dB", ("C", 2)), ("s1", ("C", 0))]
+    assert proxy.ensemble_places(["dB", "dB@1"], ("A", 0), recipes) == [("dB", ("A", 0)), ("dB", ("A", 1))]
+    assert proxy.ensemble_places(["dB", "dB@1"], ("A", 1), recipes) is None
 
 
 def test_an_ensemble_is_a_line_of_the_table_like_a_recipe(proxy):
