@@ -130,10 +130,13 @@ class Runner:
         offsets = self.args.offset_average
         if self.args.ensemble_form == "product":  # as a user runs it: one evaluate of every member
             out = out.with_name(f"{out.name}_product")
-            if not (out / "metrics.json").exists():
+            members = out / "members.json"  # the runs scored there: an ensemble redefined in --work is scored anew
+            if not (out / "metrics.json").exists() or not members.exists() \
+                    or json.loads(members.read_text()) != list(map(str, run_dirs)):
                 run([*GENOLIN, "evaluate", *[a for d in run_dirs for a in ("--model", str(d))], "--fasta", pair[0],
                      "--tss", pair[1], "--rc-average", "--device", self.args.device, "--out", str(out)], log,
                     self.env(gpu), oom_retries=OOM_RETRIES)
+                members.write_text(json.dumps(list(map(str, run_dirs))) + "\n")
             (gm,) = json.loads((out / "metrics.json").read_text())["genomes"].values()
             return {**genome_row(gm), "members": {}}
         if offsets > 1:
@@ -377,6 +380,9 @@ def parse_ensemble(text: str, recipes: dict) -> tuple[str, list[str]]:
     bad = [m for m in pinned if not m.partition("@")[2].isdigit()]
     if bad:
         sys.exit(f"bacteria_proxy: --ensemble {text!r}: {bad[0]!r}: RECIPE@SEED takes a seed number")
+    runs = [(m.partition("@")[0], int(m.partition("@")[2]) if "@" in m else None) for m in members]
+    if len(set(runs)) < len(runs):
+        sys.exit(f"bacteria_proxy: --ensemble {text!r}: a member twice")
     if len(pinned) == len(members):
         sys.exit(f"bacteria_proxy: --ensemble {text!r}: every member is at a fixed seed; one without @SEED gives "
                  f"the ensemble its seeds")
@@ -390,6 +396,30 @@ def ensemble_places(members: list[str], place: tuple, recipes: dict) -> list[tup
     are one run there ("A+A@1" at seed 1)."""
     where = [teacher_place(m, place, recipes) for m in members]
     return where if len(set(where)) == len(where) else None
+
+
+def check_ensembles(ensembles: dict, recipes: dict, folds: list[str], seeds: list[int]) -> None:
+    """Exits, before any training, on an ensemble that would never be scored somewhere it is expected: a recipe named
+    with '@', a member "A@S" at a seed or without a fold that A does not train, or no fold and seed where the members
+    are distinct runs."""
+    odd = [r for r in recipes if "@" in r]
+    if odd:
+        sys.exit(f"bacteria_proxy: --recipe {odd[0]!r}: '@' in a recipe's name reads as a seed (NAME@SEED)")
+    for name, members in ensembles.items():  # places where an ensemble would never be scored are refused here
+        free = [m for m in members if "@" not in m]
+        shared = set.intersection(*(set(recipe_folds(recipes[m], folds)) for m in free))
+        for m in members:
+            recipe, at, seed = m.partition("@")
+            if at and int(seed) not in recipe_seeds(recipes[recipe], seeds):
+                sys.exit(f"bacteria_proxy: --ensemble {name}: {m!r}: {recipe} trains seeds "
+                         f"{recipe_seeds(recipes[recipe], seeds)}, not {seed}")
+            if at and not shared <= set(recipe_folds(recipes[recipe], folds)):
+                sys.exit(f"bacteria_proxy: --ensemble {name}: {m!r}: {recipe} trains folds "
+                         f"{recipe_folds(recipes[recipe], folds)}, not all of {sorted(shared)}")
+        ensemble_seeds = set.intersection(*(set(recipe_seeds(recipes[m], seeds)) for m in free))
+        if not any(ensemble_places(members, (f, s), recipes) for f in shared for s in ensemble_seeds):
+            sys.exit(f"bacteria_proxy: --ensemble {name}: no fold and seed where its members are {len(members)} "
+                     f"runs (its recipes' folds and seeds)")
 
 
 def ready_run(runner: Runner, recipe: str, settings: dict, seed: int, gpu: int | None) -> dict:
@@ -590,12 +620,7 @@ def main() -> None:
     seeds = [int(s) for s in str(args.seeds).split(",")]
     check_teachers(recipes, args.ready, fold_names, seeds)
     ensembles = dict(parse_ensemble(e, recipes) for e in args.ensemble)
-    for name, members in ensembles.items():  # a member at a seed its recipe does not train would never be there
-        for m in members:
-            recipe, at, seed = m.partition("@")
-            if at and int(seed) not in recipe_seeds(recipes[recipe], seeds):
-                sys.exit(f"bacteria_proxy: --ensemble {name}: {m!r}: {recipe} trains seeds "
-                         f"{recipe_seeds(recipes[recipe], seeds)}, not {seed}")
+    check_ensembles(ensembles, recipes, fold_names, seeds)
     runner = Runner(args, data_paths(Path(args.shared)))
     first = next(iter(recipes))
     tuned = [g for g in args.finetune.split(",") if g]

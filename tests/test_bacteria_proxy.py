@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -69,6 +70,23 @@ def test_an_ensemble_member_at_a_seed_joins_every_seed_of_the_ensemble(proxy):
     assert proxy.ensemble_places(["dB", "s1@0"], ("C", 2), recipes) == [("dB", ("C", 2)), ("s1", ("C", 0))]
     assert proxy.ensemble_places(["dB", "dB@1"], ("A", 0), recipes) == [("dB", ("A", 0)), ("dB", ("A", 1))]
     assert proxy.ensemble_places(["dB", "dB@1"], ("A", 1), recipes) is None
+
+
+@pytest.mark.parametrize(("ensembles", "message"), [
+    ({"t": ["dB", "s1@1"]}, "'s1@1': s1 trains seeds [0], not 1"),
+    ({"t": ["dB", "a@0"]}, "'a@0': a trains folds ['A'], not all of ['A', 'C']"),
+    ({"t": ["s1", "s1@0"]}, "t: no fold and seed where its members are 2 runs"),
+])
+def test_an_ensemble_that_would_never_be_scored_is_refused_before_training(proxy, ensembles, message):
+    recipes = {"dB": {"seeds": "1/2"}, "s1": {"seeds": "0"}, "a": {"folds": "A"}}
+    proxy.check_ensembles({"t2": ["dB", "s1@0"], "t3": ["dB", "s1@0", "a@0"]}, {**recipes, "a": {}}, ["A", "C"],
+                          [0, 1, 2])
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        proxy.check_ensembles(ensembles, recipes, ["A", "C"], [0, 1, 2])
+    with pytest.raises(SystemExit, match="'@' in a recipe's name"):
+        proxy.check_ensembles({}, {"x@1": {}}, ["A"], [0])
+    with pytest.raises(SystemExit, match="a member twice"):
+        proxy.parse_ensemble("t=dB+s1@0+s1@00", recipes)
 
 
 def test_an_ensemble_is_a_line_of_the_table_like_a_recipe(proxy):
