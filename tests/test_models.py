@@ -148,6 +148,7 @@ def test_the_bacteria_model_resolves_loads_and_predicts_a_small_genome_on_a_cpu(
         assert weights.stat().st_size <= 25e6  # a release artifact: at most 25 MB
         tensors, _ = load_tensors(weights)
         assert all(torch.isfinite(t).all() for t in tensors.values() if t.is_floating_point())
+        assert {t.dtype for t in tensors.values() if t.is_floating_point()} == {torch.bfloat16}, member  # as built
     assert "ecoli" not in card["training_genomes"]  # RegulonDB's map may not be redistributed
     out = tmp_path / "pred"
     r = run("predict", "--model", "bacteria", "--fasta", piece / "piece.fa", "--rc-average", "--device", "cpu",
