@@ -337,14 +337,13 @@ def score_members(run_dirs: list[str], fasta: str, tss: str, device: str, offset
     return {"genomes": {name: {**ensemble_figures(scores), "members": own}}}
 
 
-def ensemble_run(runner: Runner, name: str, members: list[dict], seed: int | None = None,
-                 spec: list[str] | None = None, gpu: int | None = None) -> dict:
+def ensemble_run(runner: Runner, name: str, members: list[dict], seed: int, spec: list[str],
+                 gpu: int | None = None) -> dict:
     """The fold rows ``members`` (runs of one fold; of the ensemble's ``seed``, or a member's own at "A@S") as one
-    ensemble at (fold, ``seed``: the first member's by default): each scored genome of the fold with the members'
-    mean 50-bp scores (``Runner.ensemble``); ``spec``: the members as --ensemble names them."""
+    ensemble at (fold, ``seed``): each scored genome of the fold with the members' mean 50-bp scores
+    (``Runner.ensemble``); ``spec``: the members as --ensemble names them."""
     first = members[0]
-    fold, seed = first["fold"], first["seed"] if seed is None else seed
-    spec = spec or [m["recipe"] for m in members]
+    fold = first["fold"]
     work = place_folder(runner.args.work, name, (fold, seed))
     work.mkdir(parents=True, exist_ok=True)
     runs = [place_folder(runner.args.work, m["recipe"], (fold, m["seed"])) / "run" for m in members]
